@@ -1,0 +1,184 @@
+//! Everything a [`Redlock`](crate::Redlock) is configured with.
+
+use std::time::Duration;
+
+use crate::quorum::clock_drift;
+use crate::{InvalidArgument, RetryPolicy};
+
+/// The configuration of a [`Redlock`](crate::Redlock).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::RedlockConfig;
+/// let config = RedlockConfig {
+///     nodes: vec!["redis://127.0.0.1:7001".into(), "redis://127.0.0.1:7002".into(), "redis://127.0.0.1:7003".into()],
+///     key_prefix: "myapp:lock:".into(),
+///     node_timeout: Some(Duration::from_millis(50)),
+///     ..RedlockConfig::default()
+/// };
+/// assert_eq!(config.node_timeout_for(Duration::from_secs(10)), Duration::from_millis(50));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedlockConfig {
+    /// URLs of N independent Redis masters (`redis://`, `rediss://` with the `tls-rustls`
+    /// feature, `redis+unix://`; `user:password@` for AUTH or ACL). One URL is single-instance
+    /// locking. Never replicas of each other: Redlock needs independent failures.
+    pub nodes: Vec<String>,
+    /// Prepended to every lock name to form its Redis key. Default `redlock:`.
+    pub key_prefix: String,
+    /// How long one node may take to answer before it counts as failed for that request.
+    /// `None` (the default) uses 1 % of the lease, clamped to 20 ms ..= 500 ms, so a 10 s lease
+    /// waits at most 100 ms for a slow node.
+    pub node_timeout: Option<Duration>,
+    /// The clock-drift allowance as a fraction of the lease. Default `0.01`.
+    pub clock_drift_factor: f64,
+    /// The clock-drift allowance added to the fraction. Default 2 ms.
+    pub clock_drift_floor: Duration,
+    /// Retries of a failed acquisition.
+    pub retry: RetryPolicy,
+    /// The most connections the pool of each node may hold. Default 4. Commands share one
+    /// multiplexed connection per node; the others serve while it is being replaced.
+    pub pool_size: usize,
+}
+
+impl Default for RedlockConfig {
+    fn default() -> Self {
+        Self {
+            nodes: Vec::new(),
+            key_prefix: "redlock:".to_owned(),
+            node_timeout: None,
+            clock_drift_factor: 0.01,
+            clock_drift_floor: Duration::from_millis(2),
+            retry: RetryPolicy::default(),
+            pool_size: 4,
+        }
+    }
+}
+
+const AUTO_TIMEOUT_MIN: Duration = Duration::from_millis(20);
+const AUTO_TIMEOUT_MAX: Duration = Duration::from_millis(500);
+/// Redis stores expiries in milliseconds as a signed 64-bit number; stay far below.
+const LONGEST_LEASE: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 100);
+
+impl RedlockConfig {
+    /// A configuration for these node URLs, everything else default.
+    pub fn with_nodes<I, S>(nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            nodes: nodes.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// The per-node timeout used for requests about a lock with this lease.
+    pub fn node_timeout_for(&self, lease: Duration) -> Duration {
+        self.node_timeout
+            .unwrap_or_else(|| (lease / 100).clamp(AUTO_TIMEOUT_MIN, AUTO_TIMEOUT_MAX))
+    }
+
+    /// The clock-drift allowance for this lease.
+    pub fn drift_for(&self, lease: Duration) -> Duration {
+        clock_drift(lease, self.clock_drift_factor, self.clock_drift_floor)
+    }
+
+    /// The Redis key of a lock name.
+    pub fn key_for(&self, name: &str) -> String {
+        format!("{}{name}", self.key_prefix)
+    }
+
+    /// Checks a lock name and lease before anything is sent.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::EmptyName`], [`InvalidArgument::ZeroLease`],
+    /// [`InvalidArgument::LeaseTooLong`], or [`InvalidArgument::LeaseTooShort`] when the lease
+    /// does not exceed the per-node timeout plus the drift allowance (no validity could remain).
+    pub fn check_request(&self, name: &str, lease: Duration) -> Result<(), InvalidArgument> {
+        if name.is_empty() {
+            return Err(InvalidArgument::EmptyName);
+        }
+        if lease.is_zero() {
+            return Err(InvalidArgument::ZeroLease);
+        }
+        if lease > LONGEST_LEASE {
+            return Err(InvalidArgument::LeaseTooLong { lease });
+        }
+        let minimum = self.node_timeout_for(lease) + self.drift_for(lease);
+        if lease <= minimum {
+            return Err(InvalidArgument::LeaseTooShort { lease, minimum });
+        }
+        Ok(())
+    }
+
+    /// Checks the settings that do not depend on a request.
+    pub(crate) fn check(&self) -> Result<(), InvalidArgument> {
+        if self.nodes.is_empty() {
+            return Err(InvalidArgument::NoNodes);
+        }
+        if self.node_timeout.is_some_and(|timeout| timeout.is_zero()) {
+            return Err(InvalidArgument::ZeroNodeTimeout);
+        }
+        let factor = self.clock_drift_factor;
+        if !(factor.is_finite() && (0.0..1.0).contains(&factor)) {
+            return Err(InvalidArgument::DriftFactor(factor));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_node_timeout_is_a_small_clamped_fraction_of_the_lease() {
+        let config = RedlockConfig::default();
+        let ms = Duration::from_millis;
+        assert_eq!(config.node_timeout_for(Duration::from_secs(10)), ms(100));
+        assert_eq!(config.node_timeout_for(Duration::from_secs(30)), ms(300));
+        assert_eq!(config.node_timeout_for(ms(500)), ms(20));
+        assert_eq!(config.node_timeout_for(Duration::from_secs(3600)), ms(500));
+    }
+
+    #[test]
+    fn requests_that_can_never_hold_are_refused() {
+        let config = RedlockConfig::with_nodes(["redis://127.0.0.1:1"]);
+        assert_eq!(
+            config.check_request("", Duration::from_secs(1)),
+            Err(InvalidArgument::EmptyName)
+        );
+        assert_eq!(
+            config.check_request("a", Duration::ZERO),
+            Err(InvalidArgument::ZeroLease)
+        );
+        assert!(matches!(
+            config.check_request("a", Duration::from_millis(22)),
+            Err(InvalidArgument::LeaseTooShort { .. })
+        ));
+        assert!(config
+            .check_request("a", Duration::from_millis(100))
+            .is_ok());
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        assert_eq!(
+            RedlockConfig::default().check(),
+            Err(InvalidArgument::NoNodes)
+        );
+        let mut config = RedlockConfig::with_nodes(["redis://127.0.0.1:1"]);
+        config.clock_drift_factor = f64::NAN;
+        assert!(matches!(
+            config.check(),
+            Err(InvalidArgument::DriftFactor(_))
+        ));
+        config.clock_drift_factor = 0.01;
+        config.node_timeout = Some(Duration::ZERO);
+        assert_eq!(config.check(), Err(InvalidArgument::ZeroNodeTimeout));
+    }
+}

@@ -1,0 +1,197 @@
+//! What can go wrong, as types a caller can act on.
+
+use std::time::Duration;
+
+use crate::NodeAddress;
+
+/// The errors of `redlock-core`.
+///
+/// Contention ([`Error::Contended`]) is kept apart from breakage ([`Error::NoQuorum`],
+/// [`Error::Redis`]): someone else holding a lock is not a failure of the system.
+/// Messages name nodes by their [`NodeAddress`], so a password in a URL never shows.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another owner holds the lock on enough nodes that no majority was possible.
+    #[error("lock `{name}` is held by another owner{}", ttl_suffix(*ttl))]
+    Contended {
+        /// The lock name.
+        name: String,
+        /// The longest remaining lease reported by a node, `None` when no holder reported one.
+        ttl: Option<Duration>,
+    },
+    /// Too few nodes answered to decide: the lock cannot be taken or released safely.
+    #[error("no quorum for lock `{name}`: {answered} of {nodes} nodes answered, {needed} needed")]
+    NoQuorum {
+        /// The lock name.
+        name: String,
+        /// Nodes that gave a usable answer.
+        answered: usize,
+        /// Nodes configured.
+        nodes: usize,
+        /// The majority needed.
+        needed: usize,
+        /// The first node failure, if any.
+        #[source]
+        source: Option<NodeError>,
+    },
+    /// A majority granted the lock, but taking it used up its whole lease (minus clock drift).
+    /// The partial lock was released everywhere.
+    #[error("lock `{name}` was granted too late: {elapsed:?} of its {lease:?} lease were spent acquiring it")]
+    ValidityExhausted {
+        /// The lock name.
+        name: String,
+        /// Time spent acquiring.
+        elapsed: Duration,
+        /// The requested lease.
+        lease: Duration,
+    },
+    /// The lock is not (or no longer) held by this owner on a majority of nodes: it expired,
+    /// was taken over, or was never ours.
+    #[error("lock `{name}` is not held by this owner")]
+    NotOwner {
+        /// The lock name.
+        name: String,
+    },
+    /// An argument can never work; nothing was sent to Redis.
+    #[error(transparent)]
+    InvalidArgument(#[from] InvalidArgument),
+    /// The lock's key already holds Redis data of another type: the name collides with
+    /// something that is not a lock.
+    #[error("key `{key}` already holds a Redis {found} value, not a lock: choose another lock name or key prefix")]
+    WrongType {
+        /// The colliding key.
+        key: String,
+        /// The Redis type found there (`list`, `hash`, ...).
+        found: String,
+    },
+    /// A node answered with an error this library does not interpret.
+    #[error("redis error on {node}")]
+    Redis {
+        /// The node, password hidden.
+        node: NodeAddress,
+        /// The error from redis-rs.
+        #[source]
+        source: redis::RedisError,
+    },
+}
+
+fn ttl_suffix(ttl: Option<Duration>) -> String {
+    match ttl {
+        Some(ttl) => format!(" (for up to {} ms more)", ttl.as_millis()),
+        None => String::new(),
+    }
+}
+
+impl Error {
+    /// Whether another attempt may succeed: contention, a missing quorum or a late grant.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Contended { .. } | Error::NoQuorum { .. } | Error::ValidityExhausted { .. }
+        )
+    }
+
+    /// Whether the lock is held by someone else (as opposed to something being broken).
+    pub fn is_contended(&self) -> bool {
+        matches!(self, Error::Contended { .. })
+    }
+}
+
+/// An argument that can never work.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidArgument {
+    /// The lock name is empty.
+    #[error("invalid argument: the lock name is empty")]
+    EmptyName,
+    /// The lease is zero.
+    #[error("invalid argument: the lease is zero")]
+    ZeroLease,
+    /// The lease is too short to ever be valid: it does not exceed the per-node timeout plus
+    /// the clock-drift allowance.
+    #[error("invalid argument: a lease of {lease:?} is too short; it must exceed {minimum:?} (per-node timeout plus clock drift)")]
+    LeaseTooShort {
+        /// The requested lease.
+        lease: Duration,
+        /// The per-node timeout plus the clock-drift allowance for that lease.
+        minimum: Duration,
+    },
+    /// The lease does not fit Redis's millisecond expiry.
+    #[error("invalid argument: a lease of {lease:?} is too long")]
+    LeaseTooLong {
+        /// The requested lease.
+        lease: Duration,
+    },
+    /// No node URL was given.
+    #[error("invalid argument: no Redis node was given")]
+    NoNodes,
+    /// A node URL is not usable.
+    #[error("invalid argument: node {index} ({address}) is not a usable Redis URL: {reason}")]
+    NodeUrl {
+        /// The position of the URL in the configuration.
+        index: usize,
+        /// The URL, password hidden.
+        address: NodeAddress,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// The per-node timeout is zero.
+    #[error("invalid argument: the per-node timeout is zero")]
+    ZeroNodeTimeout,
+    /// The clock-drift factor is negative, not finite, or 1 or more.
+    #[error("invalid argument: the clock-drift factor must be in [0, 1), got {0}")]
+    DriftFactor(f64),
+}
+
+/// Why one node did not give an answer.
+#[derive(Debug, thiserror::Error)]
+#[error("{address}: {kind}")]
+pub struct NodeError {
+    /// The node's position in the configuration.
+    pub index: usize,
+    /// The node, password hidden.
+    pub address: NodeAddress,
+    /// What happened.
+    #[source]
+    pub kind: NodeErrorKind,
+}
+
+/// What happened to one node's request.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeErrorKind {
+    /// No answer within the per-node timeout (a slow, paused or unreachable node).
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// No connection could be made (a dead node, refused, or failed authentication).
+    #[error("cannot connect: {0}")]
+    Connect(#[source] deadpool_redis::PoolError),
+    /// The node answered with an error or the connection broke mid-request.
+    #[error("{0}")]
+    Command(#[source] redis::RedisError),
+}
+
+impl NodeError {
+    /// The Redis type named by a `WRONGTYPE` reply, if that is what this is.
+    pub fn wrong_type(&self) -> Option<String> {
+        let NodeErrorKind::Command(err) = &self.kind else {
+            return None;
+        };
+        if err.code() != Some("WRONGTYPE") {
+            return None;
+        }
+        let detail = err.detail().unwrap_or_default();
+        let found = detail
+            .split("holds a ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or("non-lock");
+        Some(found.to_owned())
+    }
+
+    /// Whether the node did not answer in time.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self.kind, NodeErrorKind::Timeout(_))
+    }
+}

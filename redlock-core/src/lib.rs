@@ -1,0 +1,74 @@
+//! The Redlock quorum over N independent Redis masters.
+//!
+//! Use this crate directly when you want a plain, non-reentrant, fixed-lease lock with the
+//! Redlock algorithm, or when you build another lock on top of its fan-out. Most services want
+//! `redlock-reentrant`, which re-exports this crate and adds reentrancy, waiting by pub/sub and
+//! lease renewal.
+//!
+//! How a lock is taken (see `docs/algorithm.md` for the whole argument):
+//! 1. a fresh random [`OwnerToken`] is the lock's value;
+//! 2. the acquire script runs on all N nodes in parallel, each bounded by a per-node timeout much
+//!    smaller than the lease, timed with a monotonic clock;
+//! 3. the lock is held iff a majority (`N / 2 + 1`) granted it and the validity
+//!    `lease - elapsed - drift` is still positive, with `drift = lease * 1 % + 2 ms`;
+//! 4. otherwise it is released on every node (a grant may have landed with its reply lost) and
+//!    tried again after a jittered backoff.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_core::{Error, Redlock, RedlockConfig};
+//!
+//! # async fn run() -> Result<(), Error> {
+//! let redlock = Redlock::new(RedlockConfig::with_nodes([
+//!     "redis://127.0.0.1:7001",
+//!     "redis://127.0.0.1:7002",
+//!     "redis://127.0.0.1:7003",
+//!     "redis://127.0.0.1:7004",
+//!     "redis://127.0.0.1:7005",
+//! ]))?;
+//!
+//! match redlock.acquire("invoice:1042", Duration::from_secs(10)).await {
+//!     Ok(lease) => {
+//!         // Do the work while lease.is_valid(); extend if it takes longer.
+//!         let lease = redlock.extend(&lease, Duration::from_secs(10)).await?;
+//!         redlock.release(&lease).await?;
+//!     }
+//!     Err(err) if err.is_contended() => println!("someone else is on it"),
+//!     Err(err) => return Err(err),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Other lock scripts reuse the same fan-out through [`NodeSet::run_script`], which returns
+//! every node's reply and the quorum verdict in a [`FanOut`].
+
+mod config;
+mod error;
+mod lease;
+mod node;
+mod node_address;
+mod nodes;
+mod owner;
+pub mod quorum;
+mod redlock;
+mod retry;
+mod script;
+mod scripts;
+mod spawn_on_drop;
+
+pub use config::RedlockConfig;
+pub use error::{Error, InvalidArgument, NodeError, NodeErrorKind};
+pub use lease::Lease;
+pub use node::Node;
+pub use node_address::NodeAddress;
+pub use nodes::{FanOut, NodeSet};
+pub use owner::OwnerToken;
+pub use redlock::Redlock;
+pub use retry::RetryPolicy;
+pub use script::{LockScript, ScriptCall};
+pub use spawn_on_drop::{spawn_cleanup, SpawnOnDrop};
+
+/// The deadpool-redis crate behind the node pools.
+pub use deadpool_redis;
+/// The redis-rs crate this library speaks, so your versions always match.
+pub use redis;

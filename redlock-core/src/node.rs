@@ -1,0 +1,193 @@
+//! One Redis master: its pool, its shared multiplexed connection, and timed requests to it.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use deadpool_redis::{Connection, Manager, Pool, Runtime};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, ErrorKind, FromRedisValue, RedisError, ServerErrorKind};
+
+use crate::{InvalidArgument, NodeAddress, NodeError, NodeErrorKind, ScriptCall};
+
+/// One independent Redis master.
+///
+/// Requests share one multiplexed connection checked out of the node's deadpool pool and kept
+/// until it breaks. Checking out per request would cost deadpool's `UNWATCH` + `PING` health
+/// check, a second round trip, on every lock operation; a multiplexed connection already
+/// carries concurrent requests. Sharing one connection also keeps a node's requests in order,
+/// so a release always reaches the node after the acquisition it undoes.
+pub struct Node {
+    index: usize,
+    address: NodeAddress,
+    client: redis::Client,
+    pool: Pool,
+    shared: Mutex<Option<Connection>>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("index", &self.index)
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// Opens a node from its URL. Nothing is connected until the first request.
+    pub(crate) fn open(index: usize, url: &str, pool_size: usize) -> Result<Self, InvalidArgument> {
+        let address = NodeAddress::redact(url);
+        let unusable = |reason: String| InvalidArgument::NodeUrl {
+            index,
+            address: address.clone(),
+            reason: hide_secret(reason, url),
+        };
+        let client = redis::Client::open(url).map_err(|err| unusable(err.to_string()))?;
+        // Our own per-node timeout bounds every request; redis-rs's default 500 ms response
+        // timeout would cut a longer configured one short.
+        let connection_config = AsyncConnectionConfig::new().set_response_timeout(None);
+        let manager =
+            Manager::new_with_config(client.get_connection_info().clone(), connection_config)
+                .map_err(|err| unusable(err.to_string()))?;
+        let pool = Pool::builder(manager)
+            .max_size(pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|err| unusable(err.to_string()))?;
+        Ok(Self {
+            index,
+            address,
+            client,
+            pool,
+            shared: Mutex::new(None),
+        })
+    }
+
+    /// The node's position in the configuration.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The node's URL, password hidden.
+    pub fn address(&self) -> &NodeAddress {
+        &self.address
+    }
+
+    /// The node's redis-rs client, for what a pool cannot carry (pub/sub connections).
+    pub fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    /// Runs a script on this node within `timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future abandons the reply, not the command: a script already sent still
+    /// runs on the node.
+    ///
+    /// # Errors
+    ///
+    /// A [`NodeError`] for a timeout, a failed connection or an error reply.
+    pub async fn run_script<T: FromRedisValue>(
+        &self,
+        call: &ScriptCall<'_>,
+        timeout: Duration,
+    ) -> Result<T, NodeError> {
+        self.within(timeout, self.script_untimed(call)).await
+    }
+
+    /// Runs one command on this node within `timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Node::run_script`]: a command already sent still runs.
+    ///
+    /// # Errors
+    ///
+    /// A [`NodeError`] for a timeout, a failed connection or an error reply.
+    pub async fn query<T: FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        timeout: Duration,
+    ) -> Result<T, NodeError> {
+        self.within(timeout, async {
+            let mut connection = self.connection().await?;
+            cmd.query_async(&mut connection)
+                .await
+                .map_err(|err| self.command_failed(err))
+        })
+        .await
+    }
+
+    async fn within<T>(
+        &self,
+        timeout: Duration,
+        request: impl std::future::Future<Output = Result<T, NodeErrorKind>>,
+    ) -> Result<T, NodeError> {
+        let outcome = match tokio::time::timeout(timeout, request).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(NodeErrorKind::Timeout(timeout)),
+        };
+        outcome.map_err(|kind| NodeError {
+            index: self.index,
+            address: self.address.clone(),
+            kind,
+        })
+    }
+
+    async fn script_untimed<T: FromRedisValue>(
+        &self,
+        call: &ScriptCall<'_>,
+    ) -> Result<T, NodeErrorKind> {
+        let mut connection = self.connection().await?;
+        match call.evalsha().query_async(&mut connection).await {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => call
+                .eval()
+                .query_async(&mut connection)
+                .await
+                .map_err(|err| self.command_failed(err)),
+            outcome => outcome.map_err(|err| self.command_failed(err)),
+        }
+    }
+
+    /// The shared connection, checked out of the pool when there is none yet.
+    async fn connection(&self) -> Result<MultiplexedConnection, NodeErrorKind> {
+        if let Some(shared) = self.lock_shared().as_ref() {
+            return Ok(MultiplexedConnection::clone(shared));
+        }
+        let fresh = self.pool.get().await.map_err(NodeErrorKind::Connect)?;
+        let handle = MultiplexedConnection::clone(&fresh);
+        let mut shared = self.lock_shared();
+        if shared.is_none() {
+            *shared = Some(fresh);
+        }
+        Ok(handle)
+    }
+
+    fn command_failed(&self, err: RedisError) -> NodeErrorKind {
+        if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() {
+            // Back to the pool: its health check discards it and the next request reconnects.
+            self.lock_shared().take();
+        }
+        NodeErrorKind::Command(err)
+    }
+
+    fn lock_shared(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
+        // The guarded value is replaced whole, never left half-written: a poisoned lock still
+        // holds a consistent value.
+        self.shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Removes a URL's password from a message that might echo the URL.
+fn hide_secret(message: String, url: &str) -> String {
+    match url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.password().map(str::to_owned))
+    {
+        Some(password) if !password.is_empty() => message.replace(&password, "***"),
+        _ => message,
+    }
+}

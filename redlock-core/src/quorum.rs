@@ -1,0 +1,131 @@
+//! The Redlock arithmetic: majority size, clock drift and remaining validity.
+//!
+//! One place computes these so the core, the reentrant lock and the watchdog all agree.
+
+use std::time::Duration;
+
+/// The number of nodes that must agree: `n / 2 + 1`.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::quorum::majority;
+/// assert_eq!(majority(1), 1);
+/// assert_eq!(majority(4), 3);
+/// assert_eq!(majority(5), 3);
+/// ```
+pub const fn majority(nodes: usize) -> usize {
+    nodes / 2 + 1
+}
+
+/// The allowance for clock drift between this client and the Redis nodes over one lease:
+/// `lease * factor + floor`.
+///
+/// A negative or non-finite `factor` counts as zero.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::quorum::clock_drift;
+/// let drift = clock_drift(Duration::from_secs(10), 0.01, Duration::from_millis(2));
+/// assert_eq!(drift, Duration::from_millis(102));
+/// ```
+pub fn clock_drift(lease: Duration, factor: f64, floor: Duration) -> Duration {
+    let factor = if factor.is_finite() && factor > 0.0 {
+        factor
+    } else {
+        0.0
+    };
+    lease.mul_f64(factor).saturating_add(floor)
+}
+
+/// How long a lock taken with `lease` can still be trusted after `elapsed` was spent taking it:
+/// `lease - elapsed - drift`, or `None` when that is zero or less.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::quorum::validity;
+/// let ms = Duration::from_millis;
+/// assert_eq!(validity(ms(1000), ms(100), ms(12)), Some(ms(888)));
+/// assert_eq!(validity(ms(1000), ms(988), ms(12)), None);
+/// ```
+pub fn validity(lease: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
+    lease
+        .checked_sub(elapsed)
+        .and_then(|left| left.checked_sub(drift))
+        .filter(|left| !left.is_zero())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn majority_of_small_clusters() {
+        let expected = [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (6, 4), (7, 4)];
+        for (nodes, needed) in expected {
+            assert_eq!(majority(nodes), needed, "nodes = {nodes}");
+        }
+    }
+
+    #[test]
+    fn drift_ignores_a_nonsense_factor() {
+        let floor = Duration::from_millis(2);
+        for factor in [f64::NAN, f64::INFINITY, -1.0] {
+            assert_eq!(clock_drift(Duration::from_secs(1), factor, floor), floor);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn two_majorities_always_share_a_node(nodes in 1usize..64) {
+            prop_assert!(2 * majority(nodes) > nodes);
+            prop_assert!(majority(nodes) <= nodes);
+        }
+
+        #[test]
+        fn validity_is_never_positive_once_elapsed_reaches_lease_minus_drift(
+            lease_ms in 0u64..1_000_000,
+            drift_ms in 0u64..10_000,
+            over_ms in 0u64..1_000_000,
+        ) {
+            let lease = Duration::from_millis(lease_ms);
+            let drift = Duration::from_millis(drift_ms);
+            let elapsed = lease.saturating_sub(drift) + Duration::from_millis(over_ms);
+            prop_assert_eq!(validity(lease, elapsed, drift), None);
+        }
+
+        #[test]
+        fn validity_is_exactly_what_is_left_before_that(
+            lease_ms in 1u64..1_000_000,
+            drift_ms in 0u64..10_000,
+            elapsed_ms in 0u64..1_000_000,
+        ) {
+            prop_assume!(elapsed_ms + drift_ms < lease_ms);
+            let got = validity(
+                Duration::from_millis(lease_ms),
+                Duration::from_millis(elapsed_ms),
+                Duration::from_millis(drift_ms),
+            );
+            prop_assert_eq!(got, Some(Duration::from_millis(lease_ms - elapsed_ms - drift_ms)));
+        }
+
+        #[test]
+        fn validity_never_exceeds_the_lease_minus_drift(
+            lease_us in 0u64..10_000_000,
+            elapsed_us in 0u64..10_000_000,
+            factor in 0.0f64..0.5,
+        ) {
+            let lease = Duration::from_micros(lease_us);
+            let drift = clock_drift(lease, factor, Duration::from_millis(2));
+            if let Some(left) = validity(lease, Duration::from_micros(elapsed_us), drift) {
+                prop_assert!(left + drift <= lease);
+                prop_assert!(!left.is_zero());
+            }
+        }
+    }
+}

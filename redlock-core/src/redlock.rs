@@ -1,0 +1,325 @@
+//! The Redlock client: acquire, release and extend a lock on a majority of N masters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{field, Span};
+
+use crate::quorum::validity;
+use crate::scripts::{ACQUIRE, EXTEND, RELEASE};
+use crate::{
+    Error, FanOut, InvalidArgument, Lease, NodeSet, OwnerToken, RedlockConfig, SpawnOnDrop,
+};
+
+/// A Redlock client over N independent Redis masters (N = 1 is single-instance locking).
+///
+/// Cheap to clone: clones share the node pools.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_core::{Redlock, RedlockConfig};
+/// # async fn run() -> Result<(), redlock_core::Error> {
+/// let redlock = Redlock::new(RedlockConfig::with_nodes([
+///     "redis://10.0.0.1:6379",
+///     "redis://10.0.0.2:6379",
+///     "redis://10.0.0.3:6379",
+/// ]))?;
+/// let lease = redlock.acquire("nightly-report", Duration::from_secs(30)).await?;
+/// // ... work, finishing well before lease.valid_until() ...
+/// redlock.release(&lease).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Redlock {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: RedlockConfig,
+    nodes: NodeSet,
+}
+
+impl Redlock {
+    /// Builds a client. Connections are opened on first use, so a node that is down now does not
+    /// stop a client from starting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no nodes, an unusable URL (shown without its password), a
+    /// zero per-node timeout or a drift factor outside `[0, 1)`.
+    pub fn new(config: RedlockConfig) -> Result<Self, Error> {
+        config.check()?;
+        let nodes = NodeSet::open(&config)?;
+        Ok(Self {
+            shared: Arc::new(Shared { config, nodes }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RedlockConfig {
+        &self.shared.config
+    }
+
+    /// The nodes, for running other lock scripts through the same fan-out.
+    pub fn nodes(&self) -> &NodeSet {
+        &self.shared.nodes
+    }
+
+    /// How many nodes must agree.
+    pub fn quorum(&self) -> usize {
+        self.shared.nodes.quorum()
+    }
+
+    /// Takes the lock `name` for `lease`, retrying by the configured [`RetryPolicy`](crate::RetryPolicy)
+    /// while it is contended or a quorum is missing.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: dropping the future at any await point leaves no key behind. An
+    /// attempt in flight is undone by a release spawned on the runtime when the future is
+    /// dropped; between attempts nothing is held.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidArgument`]: an empty name or a lease that can never be valid.
+    /// - [`Error::Contended`]: still held by someone else after the last retry.
+    /// - [`Error::NoQuorum`]: too few nodes answered.
+    /// - [`Error::ValidityExhausted`]: granted, but too late to be of use.
+    /// - [`Error::WrongType`]: the key holds non-lock data.
+    ///
+    /// On every error, whatever was taken on any node has been released again.
+    #[tracing::instrument(name = "redlock.acquire", skip_all, fields(lock = %name, nodes = self.nodes().len(), quorum = self.quorum(), granted = field::Empty, elapsed_ms = field::Empty, attempts = field::Empty), err(level = "debug", Display))]
+    pub async fn acquire(&self, name: &str, lease: Duration) -> Result<Lease, Error> {
+        self.config().check_request(name, lease)?;
+        let policy = self.config().retry;
+        let mut retry = 0;
+        loop {
+            Span::current().record("attempts", retry + 1);
+            match self.attempt(name, lease).await {
+                Err(err) if err.is_retryable() && retry < policy.retries => {
+                    tokio::time::sleep(policy.delay(retry)).await;
+                    retry += 1;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// Makes one attempt to take the lock `name` for `lease`, without retrying.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Redlock::acquire`]: dropping the future leaves no key behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::acquire`], after a single attempt.
+    #[tracing::instrument(name = "redlock.try_acquire", skip_all, fields(lock = %name, nodes = self.nodes().len(), quorum = self.quorum(), granted = field::Empty, elapsed_ms = field::Empty), err(level = "debug", Display))]
+    pub async fn try_acquire(&self, name: &str, lease: Duration) -> Result<Lease, Error> {
+        self.config().check_request(name, lease)?;
+        self.attempt(name, lease).await
+    }
+
+    async fn attempt(&self, name: &str, lease: Duration) -> Result<Lease, Error> {
+        let key = self.config().key_for(name);
+        let owner = OwnerToken::new();
+        let timeout = self.config().node_timeout_for(lease);
+        let undo = SpawnOnDrop::new(self.clone().release_quietly(
+            key.clone(),
+            owner.clone(),
+            timeout,
+        ));
+        let call = ACQUIRE
+            .call()
+            .key(&key)
+            .arg(owner.as_str())
+            .arg(lease_millis(lease)?);
+        let fan: FanOut<Option<i64>> = self.nodes().run_script(&call, timeout).await;
+        let granted = fan.count(Option::is_none);
+        let span = Span::current();
+        span.record("granted", granted);
+        span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
+
+        let drift = self.config().drift_for(lease);
+        if granted >= fan.quorum() {
+            if let Some(left) = validity(lease, fan.elapsed(), drift) {
+                undo.disarm();
+                return Ok(Lease {
+                    name: name.to_owned(),
+                    key,
+                    owner,
+                    lease,
+                    validity: left,
+                    valid_until: fan.started() + (lease - drift),
+                    granted_by: granted,
+                });
+            }
+        }
+        // Release on every node, those that said no or did not answer included: a grant may
+        // have landed with its reply lost. If this await is dropped, `undo` releases instead.
+        self.clone()
+            .release_quietly(key.clone(), owner, timeout)
+            .await;
+        undo.disarm();
+        Err(self.acquisition_failure(name, &key, lease, granted, fan))
+    }
+
+    fn acquisition_failure(
+        &self,
+        name: &str,
+        key: &str,
+        lease: Duration,
+        granted: usize,
+        mut fan: FanOut<Option<i64>>,
+    ) -> Error {
+        if let Some(found) = fan.wrong_type() {
+            return Error::WrongType {
+                key: key.to_owned(),
+                found,
+            };
+        }
+        if fan.answered() < fan.quorum() {
+            return self.no_quorum(name, &mut fan);
+        }
+        if granted >= fan.quorum() {
+            return Error::ValidityExhausted {
+                name: name.to_owned(),
+                elapsed: fan.elapsed(),
+                lease,
+            };
+        }
+        let ttl = fan
+            .values()
+            .filter_map(|pttl| pttl.and_then(|ms| u64::try_from(ms).ok()))
+            .max()
+            .map(Duration::from_millis);
+        Error::Contended {
+            name: name.to_owned(),
+            ttl,
+        }
+    }
+
+    fn no_quorum<T>(&self, name: &str, fan: &mut FanOut<T>) -> Error {
+        tracing::warn!(
+            lock = %name,
+            answered = fan.answered(),
+            needed = fan.quorum(),
+            first_failure = fan.errors().next().map(tracing::field::display),
+            "no quorum"
+        );
+        Error::NoQuorum {
+            name: name.to_owned(),
+            answered: fan.answered(),
+            nodes: self.nodes().len(),
+            needed: fan.quorum(),
+            source: fan.take_first_error(),
+        }
+    }
+
+    /// Releases the lock: compare-and-delete on every node, so only this lease's keys go.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave the lock held on some nodes until its lease expires; it
+    /// never deletes anyone else's lock. Calling `release` again is safe.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::NotOwner`]: fewer than a majority still held this lease (it had expired or
+    ///   was taken over); whatever was still ours is deleted all the same.
+    /// - [`Error::NoQuorum`]: too few nodes answered to know.
+    #[tracing::instrument(name = "redlock.release", skip_all, fields(lock = %lease.name(), nodes = self.nodes().len(), quorum = self.quorum(), released = field::Empty, elapsed_ms = field::Empty), err(level = "debug", Display))]
+    pub async fn release(&self, lease: &Lease) -> Result<(), Error> {
+        let timeout = self.config().node_timeout_for(lease.lease());
+        let mut fan = self.release_key(lease.key(), lease.owner(), timeout).await;
+        let released = fan.count(|deleted| *deleted == 1);
+        let span = Span::current();
+        span.record("released", released);
+        span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
+        if released >= fan.quorum() {
+            Ok(())
+        } else if fan.answered() < fan.quorum() {
+            Err(self.no_quorum(lease.name(), &mut fan))
+        } else {
+            Err(Error::NotOwner {
+                name: lease.name().to_owned(),
+            })
+        }
+    }
+
+    /// Resets the lease of a lock still held to `new_lease` from now (compare-and-`PEXPIRE` on
+    /// every node). A node where the key is gone is not given it back.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave some nodes extended and others not; the returned lease
+    /// is then unknown, so keep relying on the old one.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidArgument`]: a lease that can never be valid.
+    /// - [`Error::NotOwner`]: fewer than a majority still held this lease.
+    /// - [`Error::NoQuorum`]: too few nodes answered.
+    /// - [`Error::ValidityExhausted`]: extended, but too slowly to be of use.
+    #[tracing::instrument(name = "redlock.extend", skip_all, fields(lock = %lease.name(), nodes = self.nodes().len(), quorum = self.quorum(), extended = field::Empty, elapsed_ms = field::Empty), err(level = "debug", Display))]
+    pub async fn extend(&self, lease: &Lease, new_lease: Duration) -> Result<Lease, Error> {
+        self.config().check_request(lease.name(), new_lease)?;
+        let timeout = self.config().node_timeout_for(new_lease);
+        let call = EXTEND
+            .call()
+            .key(lease.key())
+            .arg(lease.owner().as_str())
+            .arg(lease_millis(new_lease)?);
+        let mut fan: FanOut<i64> = self.nodes().run_script(&call, timeout).await;
+        let extended = fan.count(|done| *done == 1);
+        let span = Span::current();
+        span.record("extended", extended);
+        span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
+        let drift = self.config().drift_for(new_lease);
+        if extended >= fan.quorum() {
+            return match validity(new_lease, fan.elapsed(), drift) {
+                Some(left) => Ok(Lease {
+                    lease: new_lease,
+                    validity: left,
+                    valid_until: fan.started() + (new_lease - drift),
+                    granted_by: extended,
+                    ..lease.clone()
+                }),
+                None => Err(Error::ValidityExhausted {
+                    name: lease.name().to_owned(),
+                    elapsed: fan.elapsed(),
+                    lease: new_lease,
+                }),
+            };
+        }
+        if fan.answered() < fan.quorum() {
+            return Err(self.no_quorum(lease.name(), &mut fan));
+        }
+        Err(Error::NotOwner {
+            name: lease.name().to_owned(),
+        })
+    }
+
+    async fn release_key(&self, key: &str, owner: &OwnerToken, timeout: Duration) -> FanOut<i64> {
+        let call = RELEASE.call().key(key).arg(owner.as_str());
+        self.nodes().run_script(&call, timeout).await
+    }
+
+    /// The clean-up after a failed or abandoned attempt; failures only reach the log (the lease
+    /// bounds what a node that missed it keeps).
+    async fn release_quietly(self, key: String, owner: OwnerToken, timeout: Duration) {
+        let fan = self.release_key(&key, &owner, timeout).await;
+        for err in fan.errors() {
+            tracing::debug!(node = %err.address, error = %err.kind, "clean-up release failed; the key expires with its lease");
+        }
+    }
+}
+
+fn lease_millis(lease: Duration) -> Result<u64, InvalidArgument> {
+    // Round up: a lease shorter than asked would break the validity promise.
+    let millis = lease.as_nanos().div_ceil(1_000_000);
+    u64::try_from(millis).map_err(|_| InvalidArgument::LeaseTooLong { lease })
+}

@@ -1,0 +1,105 @@
+//! Lua scripts and their calls: `EVALSHA`, falling back to `EVAL` on `NOSCRIPT`.
+
+use redis::ToRedisArgs;
+
+/// A Lua script run on every node, by its SHA1 when the node has it cached.
+///
+/// After `SCRIPT FLUSH`, a restart or a failover the node answers `NOSCRIPT`; the call is then
+/// sent again as `EVAL` with the full source in the same step (which also caches it again), so
+/// callers never see `NOSCRIPT` and never mistake it for an answer.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::LockScript;
+/// let script = LockScript::new("return ARGV[1]");
+/// let call = script.call().key("redlock:a").arg("token");
+/// assert_eq!(call.key_count(), 1);
+/// ```
+#[derive(Debug, Clone)]
+pub struct LockScript {
+    source: &'static str,
+    sha: String,
+}
+
+impl LockScript {
+    /// A script from its Lua source (user data goes in `KEYS`/`ARGV`, never in the source).
+    pub fn new(source: &'static str) -> Self {
+        let sha = redis::Script::new(source).get_hash().to_owned();
+        Self { source, sha }
+    }
+
+    /// Starts a call of this script.
+    pub fn call(&self) -> ScriptCall<'_> {
+        ScriptCall {
+            script: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    /// The script's SHA1, as `EVALSHA` names it.
+    pub fn sha(&self) -> &str {
+        &self.sha
+    }
+}
+
+/// One call of a [`LockScript`] with its keys and arguments, ready to send to every node.
+#[derive(Clone)]
+pub struct ScriptCall<'a> {
+    script: &'a LockScript,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ScriptCall<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Arguments may carry owner tokens: only their number is shown.
+        f.debug_struct("ScriptCall")
+            .field("sha", &self.script.sha)
+            .field("keys", &self.keys.len())
+            .field("args", &self.args.len())
+            .finish()
+    }
+}
+
+impl ScriptCall<'_> {
+    /// Adds a key (`KEYS[n]`).
+    #[must_use]
+    pub fn key(mut self, key: impl ToRedisArgs) -> Self {
+        key.write_redis_args(&mut self.keys);
+        self
+    }
+
+    /// Adds an argument (`ARGV[n]`).
+    #[must_use]
+    pub fn arg(mut self, arg: impl ToRedisArgs) -> Self {
+        arg.write_redis_args(&mut self.args);
+        self
+    }
+
+    /// How many keys the call passes.
+    pub fn key_count(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub(crate) fn evalsha(&self) -> redis::Cmd {
+        self.command("EVALSHA", &self.script.sha)
+    }
+
+    pub(crate) fn eval(&self) -> redis::Cmd {
+        self.command("EVAL", self.script.source)
+    }
+
+    fn command(&self, verb: &str, body: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd(verb);
+        cmd.arg(body).arg(self.keys.len());
+        for key in &self.keys {
+            cmd.arg(key.as_slice());
+        }
+        for arg in &self.args {
+            cmd.arg(arg.as_slice());
+        }
+        cmd
+    }
+}

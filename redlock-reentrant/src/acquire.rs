@@ -1,0 +1,310 @@
+//! One acquisition attempt of a reentrant lock on the quorum: new holds get a fencing token
+//! (written back before success), nested ones count up, and an attempt that fails or is dropped
+//! is undone on every node where it landed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redlock_core::quorum::validity;
+use redlock_core::FanOut;
+use redlock_watchdog::{LostReason, LostSignal, Registration};
+use tokio::sync::OwnedMutexGuard;
+
+use crate::client::Inner;
+use crate::fencing::choose_token;
+use crate::holds::{HoldCell, HoldState, Target};
+use crate::scripts::{ACQUIRE, FENCE, UNDO};
+use crate::Error;
+
+/// How the lease of a hold is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseMode {
+    /// The watchdog lease, renewed while the holder lives.
+    Watchdog,
+    /// A fixed lease, never renewed.
+    Fixed(Duration),
+}
+
+/// What one attempt achieved.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The lock is held (or held once more).
+    Acquired(Acquired),
+    /// Another owner holds it, for up to `ttl` more.
+    Held { ttl: Option<Duration> },
+}
+
+/// A successful acquisition.
+#[derive(Debug, Clone)]
+pub(crate) struct Acquired {
+    pub(crate) token: u64,
+    pub(crate) lost: LostSignal,
+}
+
+/// A node's answer to the acquire script.
+const NEW_HOLD: i64 = 1;
+const NESTED: i64 = 2;
+const HELD_BY_OTHER: i64 = 0;
+
+/// Makes one attempt. Holds this owner's cell for the whole attempt, and for its undo if the
+/// attempt is dropped half-way.
+pub(crate) async fn attempt(
+    inner: &Arc<Inner>,
+    target: &Target,
+    mode: LeaseMode,
+) -> Result<Outcome, Error> {
+    inner.check_open()?;
+    let lease = match mode {
+        LeaseMode::Watchdog => inner.watchdog.timeout(),
+        LeaseMode::Fixed(lease) => lease,
+    };
+    let config = inner.redlock.config();
+    config.check_request(&target.name, lease)?;
+    let cell = inner.holds.cell(&target.hold);
+    let state = Arc::clone(&cell.state).lock_owned().await;
+    let mut guard = AttemptGuard::arm(Arc::clone(inner), target.clone(), Arc::clone(&cell), state);
+    if guard.state().lost_reason().is_some() {
+        // The previous hold was lost; this owner starts afresh.
+        guard.state().clear(&cell);
+    }
+    let expected = guard.state().count;
+    guard.expected_after = expected + 1;
+    // Registered before anything is sent, so the watchdog knows the hold the moment it exists;
+    // dropped with the attempt if it does not complete.
+    let registration = (expected == 0).then(|| inner.watchdog.register(target.key(), target.owner()));
+
+    let timeout = config.node_timeout_for(lease);
+    let drift = config.drift_for(lease);
+    let call = ACQUIRE
+        .call()
+        .key(target.key())
+        .key(&inner.fence_key)
+        .arg(target.owner())
+        .arg(millis(lease))
+        .arg(expected);
+    let fan: FanOut<(i64, i64)> = inner.redlock.nodes().run_script(&call, timeout).await;
+    let granted = fan.count(|(status, _)| *status == NEW_HOLD || *status == NESTED);
+    let started = fan.started();
+    let in_time = |elapsed: Duration| validity(lease, elapsed, drift).is_some();
+
+    if granted >= fan.quorum() && in_time(fan.elapsed()) {
+        let token = if expected == 0 {
+            let candidates: Vec<u64> = fan
+                .values()
+                .filter(|(status, _)| *status == NEW_HOLD)
+                .filter_map(|(_, candidate)| u64::try_from(*candidate).ok())
+                .collect();
+            match write_back_token(inner, target, &candidates, timeout, fan.quorum()).await {
+                Some(token) if in_time(started.elapsed()) => Some(token),
+                _ => None,
+            }
+        } else {
+            cell.token()
+        };
+        if let Some(token) = token {
+            let valid_until = started + (lease - drift);
+            let mut state = guard.disarm();
+            let lost = settle(&mut state, &cell, registration, mode, valid_until, token);
+            tracing::debug!(lock = %target.name, count = state.count, granted, "acquired");
+            return Ok(Outcome::Acquired(Acquired { token, lost }));
+        }
+    }
+
+    // Not acquired: undo wherever the attempt landed (a grant may have lost its reply). If this
+    // await is dropped, the guard undoes instead.
+    guard.undo_now().await;
+    let mut state = guard.disarm();
+    let failure = failure(inner, target, &mut state, &cell, expected, granted, lease, fan);
+    drop(state);
+    drop(cell);
+    inner.holds.forget_if_idle(&target.hold);
+    failure
+}
+
+/// Why an attempt that a majority did not grant in time failed, or who holds the lock.
+#[allow(clippy::too_many_arguments)]
+fn failure(
+    inner: &Inner,
+    target: &Target,
+    state: &mut HoldState,
+    cell: &HoldCell,
+    expected: u32,
+    granted: usize,
+    lease: Duration,
+    mut fan: FanOut<(i64, i64)>,
+) -> Result<Outcome, Error> {
+    if let Some(found) = fan.wrong_type() {
+        return Err(Error::WrongType {
+            key: target.key().to_owned(),
+            found,
+        });
+    }
+    if fan.answered() < fan.quorum() {
+        return Err(Error::NoQuorum {
+            name: target.name.to_string(),
+            answered: fan.answered(),
+            nodes: inner.redlock.nodes().len(),
+            needed: fan.quorum(),
+            source: fan.take_first_error(),
+        });
+    }
+    if granted >= fan.quorum() {
+        return Err(redlock_core::Error::ValidityExhausted {
+            name: target.name.to_string(),
+            elapsed: fan.started().elapsed(),
+            lease,
+        }
+        .into());
+    }
+    if expected > 0 && fan.answered() - granted >= fan.quorum() {
+        // A nested acquisition that a majority no longer knows of: the hold is gone.
+        let reason = state.lost_reason().unwrap_or(LostReason::NotOwner);
+        if let Some(lost) = &state.lost {
+            lost.fire(reason);
+        }
+        state.clear(cell);
+        return Err(Error::LockLost {
+            name: target.name.to_string(),
+            reason,
+        });
+    }
+    let ttl = fan
+        .values()
+        .filter(|(status, _)| *status == HELD_BY_OTHER)
+        .filter_map(|(_, pttl)| u64::try_from(*pttl).ok())
+        .max()
+        .map(Duration::from_millis);
+    Ok(Outcome::Held { ttl })
+}
+
+/// Picks the new hold's token and writes it back until a majority stands at it. `None` when
+/// the write-back did not reach a majority (the attempt then fails and is undone).
+async fn write_back_token(
+    inner: &Inner,
+    target: &Target,
+    candidates: &[u64],
+    timeout: Duration,
+    quorum: usize,
+) -> Option<u64> {
+    let choice = choose_token(candidates, quorum)?;
+    if !choice.needs_write_back {
+        return Some(choice.token);
+    }
+    let call = FENCE
+        .call()
+        .key(target.key())
+        .key(&inner.fence_key)
+        .arg(target.owner())
+        .arg(choice.token);
+    let written: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
+    (written.count(|done| *done == 1) >= quorum).then_some(choice.token)
+}
+
+/// Records a successful acquisition in the hold and starts (or updates) its watchdog entry.
+fn settle(
+    state: &mut HoldState,
+    cell: &HoldCell,
+    registration: Option<Registration>,
+    mode: LeaseMode,
+    valid_until: Instant,
+    token: u64,
+) -> LostSignal {
+    state.count += 1;
+    if let Some(registration) = registration {
+        state.lost = Some(registration.lost_signal().clone());
+        state.registration = Some(registration);
+        cell.set_token(Some(token));
+    }
+    if let Some(registration) = &state.registration {
+        match mode {
+            LeaseMode::Watchdog if state.count == 1 => registration.activate_renewed(valid_until),
+            // A nested acquisition keeps the hold's renewal; a fixed lease moves its end.
+            LeaseMode::Fixed(_) => registration.activate_fixed(valid_until),
+            LeaseMode::Watchdog => {}
+        }
+    }
+    state.lost.clone().unwrap_or_default()
+}
+
+/// Undoes the attempt on drop unless disarmed; holds the owner's cell until the undo ran.
+struct AttemptGuard {
+    inner: Arc<Inner>,
+    target: Target,
+    cell: Arc<HoldCell>,
+    state: Option<OwnedMutexGuard<HoldState>>,
+    expected_after: u32,
+}
+
+impl AttemptGuard {
+    fn arm(
+        inner: Arc<Inner>,
+        target: Target,
+        cell: Arc<HoldCell>,
+        state: OwnedMutexGuard<HoldState>,
+    ) -> Self {
+        Self {
+            inner,
+            target,
+            cell,
+            state: Some(state),
+            expected_after: 1,
+        }
+    }
+
+    fn state(&mut self) -> &mut HoldState {
+        self.state.as_mut().expect("armed guard holds the state")
+    }
+
+    fn disarm(mut self) -> OwnedMutexGuard<HoldState> {
+        self.state.take().expect("armed guard holds the state")
+    }
+
+    async fn undo_now(&mut self) {
+        undo(&self.inner, &self.target, self.expected_after).await;
+    }
+}
+
+impl Drop for AttemptGuard {
+    fn drop(&mut self) {
+        let Some(state) = self.state.take() else {
+            return;
+        };
+        let (inner, target, cell) = (
+            Arc::clone(&self.inner),
+            self.target.clone(),
+            Arc::clone(&self.cell),
+        );
+        let expected_after = self.expected_after;
+        let cleanup = async move {
+            undo(&inner, &target, expected_after).await;
+            drop(state);
+            drop(cell);
+            inner.holds.forget_if_idle(&target.hold);
+        };
+        redlock_core::spawn_cleanup(cleanup);
+    }
+}
+
+/// Takes back one attempt's increment on every node where it landed (idempotent).
+async fn undo(inner: &Inner, target: &Target, expected_after: u32) {
+    let lease = inner.watchdog.timeout();
+    let call = UNDO
+        .call()
+        .key(target.key())
+        .arg(target.owner())
+        .arg(expected_after)
+        .arg(target.channel())
+        .arg(uuid::Uuid::new_v4().to_string());
+    let fan: FanOut<i64> = inner
+        .redlock
+        .nodes()
+        .run_script(&call, inner.redlock.config().node_timeout_for(lease))
+        .await;
+    for err in fan.errors() {
+        tracing::debug!(node = %err.address, error = %err.kind, "undo failed on a node; the lease bounds it");
+    }
+}
+
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,260 @@
+//! The lock client: node pools, the watchdog, the pub/sub wake-ups and this process's holds.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redlock_core::{Redlock, RedlockConfig, RetryPolicy};
+use redlock_watchdog::{Watchdog, WatchdogConfig};
+
+use crate::holds::Holds;
+use crate::owner::OwnerSource;
+use crate::wakeup::Wakeups;
+use crate::{Error, LockOwner, RLock};
+
+/// A connection to N independent Redis masters that hands out [`RLock`]s.
+///
+/// Create one per process and share it (it is cheap to clone). It owns the node pools, one
+/// watchdog task that renews every lock its tasks hold, and one pub/sub connection per node for
+/// waiters.
+///
+/// # Shutdown
+///
+/// [`LockClient::shutdown`] releases every lock this client holds and stops renewing. Dropping
+/// the last clone without it stops renewal too, and the locks it held expire within one
+/// watchdog timeout (30 s by default), like a crashed process's.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_reentrant::LockClient;
+/// # async fn run() -> Result<(), redlock_reentrant::Error> {
+/// let client = LockClient::builder()
+///     .nodes(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+///     .watchdog_timeout(Duration::from_secs(30))
+///     .build()
+///     .await?;
+/// let lock = client.get_lock("orders:42");
+/// lock.lock().await?;
+/// // ... one holder at a time across every process ...
+/// lock.unlock().await?;
+/// client.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LockClient {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) id: String,
+    pub(crate) redlock: Redlock,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) wakeups: Arc<Wakeups>,
+    pub(crate) holds: Holds,
+    pub(crate) fence_key: String,
+    pub(crate) shut_down: AtomicBool,
+}
+
+impl Inner {
+    pub(crate) fn check_open(&self) -> Result<(), Error> {
+        if self.shut_down.load(Ordering::Acquire) {
+            Err(Error::ShutDown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// How long an unlock's answer is remembered for a retry of the same request.
+    pub(crate) fn latch_ttl(&self) -> Duration {
+        (self.redlock.config().node_timeout_for(self.watchdog.timeout()) * 20)
+            .max(Duration::from_secs(5))
+    }
+}
+
+impl LockClient {
+    /// A client for these node URLs with every default: a 30 s watchdog renewed every 10 s.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is connected yet when this returns, and nothing is left if dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no URL or an unusable one (shown without its password).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), redlock_reentrant::Error> {
+    /// let client = redlock_reentrant::LockClient::connect(["redis://127.0.0.1:6379"]).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect<I, S>(nodes: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::builder().nodes(nodes).build().await
+    }
+
+    /// A builder for every setting.
+    pub fn builder() -> LockClientBuilder {
+        LockClientBuilder::default()
+    }
+
+    /// The lock `name` (its Redis key is the key prefix plus the name). Nothing is sent yet; an
+    /// empty name is refused by the operations.
+    pub fn get_lock(&self, name: impl Into<String>) -> RLock {
+        let name: String = name.into();
+        let key = self.inner.redlock.config().key_for(&name);
+        RLock::new(self.clone(), name.into(), key.into(), OwnerSource::CurrentTask)
+    }
+
+    /// A new explicit owner, for work that moves between tasks.
+    pub fn new_owner(&self) -> LockOwner {
+        LockOwner(format!("{}:owner-{}", self.inner.id, uuid::Uuid::new_v4()).into())
+    }
+
+    /// This client's unique id, the first part of every owner it writes.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The quorum core, for plain Redlock locks on the same nodes.
+    pub fn redlock(&self) -> &Redlock {
+        &self.inner.redlock
+    }
+
+    /// The watchdog that renews this client's locks.
+    pub fn watchdog(&self) -> &Watchdog {
+        &self.inner.watchdog
+    }
+
+    /// How many lock channels this client's waiters listen to right now.
+    pub fn watched_channels(&self) -> usize {
+        self.inner.wakeups.watched_channels()
+    }
+
+    /// Releases every lock this client holds (all nested holds at once), stops renewing, and
+    /// refuses further operations with [`Error::ShutDown`]. Holds that could not be released
+    /// (a node down) expire with their lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future part-way leaves the client shut down; locks not yet released expire
+    /// with their lease.
+    pub async fn shutdown(&self) {
+        self.inner.shut_down.store(true, Ordering::Release);
+        crate::unlock::abandon_all(&self.inner).await;
+        self.inner.watchdog.shutdown();
+    }
+}
+
+/// Builds a [`LockClient`].
+#[derive(Debug, Clone, Default)]
+#[must_use = "a builder does nothing until build() is awaited"]
+pub struct LockClientBuilder {
+    redlock: RedlockConfig,
+    watchdog: WatchdogConfig,
+}
+
+impl LockClientBuilder {
+    /// The URLs of N independent Redis masters (1 for single-instance locking).
+    pub fn nodes<I, S>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.redlock.nodes = nodes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The lease of locks taken without one, renewed every `timeout / 3`. Default 30 s.
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.watchdog.timeout = timeout;
+        self
+    }
+
+    /// Stop renewing a hold after this long; it then expires and its holder is told.
+    pub fn max_hold(mut self, cap: Duration) -> Self {
+        self.watchdog.max_hold = Some(cap);
+        self
+    }
+
+    /// How many locks one renewal call carries. Default 500.
+    pub fn renew_batch_size(mut self, batch: usize) -> Self {
+        self.watchdog.batch_size = batch;
+        self
+    }
+
+    /// The prefix of every key this client writes. Default `redlock:`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.redlock.key_prefix = prefix.into();
+        self
+    }
+
+    /// How long one node may take to answer. Default: 1 % of the lease, within 20 ..= 500 ms.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.redlock.node_timeout = Some(timeout);
+        self
+    }
+
+    /// Retries when a quorum is missing (contention is waited out, not retried).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.redlock.retry = policy;
+        self
+    }
+
+    /// The clock-drift allowance as a fraction of the lease. Default 0.01.
+    pub fn clock_drift_factor(mut self, factor: f64) -> Self {
+        self.redlock.clock_drift_factor = factor;
+        self
+    }
+
+    /// The quorum core's whole configuration at once.
+    pub fn redlock_config(mut self, config: RedlockConfig) -> Self {
+        self.redlock = config;
+        self
+    }
+
+    /// The watchdog's whole configuration at once.
+    pub fn watchdog_config(mut self, config: WatchdogConfig) -> Self {
+        self.watchdog = config;
+        self
+    }
+
+    /// Builds the client and starts its watchdog task on the current tokio runtime.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is connected before the first lock operation.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no node, an unusable URL, or a watchdog timeout too short
+    /// for the per-node timeout and clock drift.
+    pub async fn build(self) -> Result<LockClient, Error> {
+        let redlock = Redlock::new(self.redlock)?;
+        let watchdog = Watchdog::start(redlock.clone(), self.watchdog)?;
+        let timeout = redlock.config().node_timeout_for(watchdog.timeout());
+        let wakeups = Arc::new(Wakeups::new(redlock.nodes(), timeout));
+        let fence_key = format!("{}{}", redlock.config().key_prefix, FENCE_COUNTER);
+        Ok(LockClient {
+            inner: Arc::new(Inner {
+                id: uuid::Uuid::new_v4().to_string(),
+                redlock,
+                watchdog,
+                wakeups,
+                holds: Holds::default(),
+                fence_key,
+                shut_down: AtomicBool::new(false),
+            }),
+        })
+    }
+}
+
+/// The name (after the key prefix) of each node's fencing counter. No lock may have this name.
+pub const FENCE_COUNTER: &str = "fencing-counter";

@@ -1,0 +1,65 @@
+//! Questions about a lock that change nothing: is it locked, how deep is this owner's hold, how
+//! long is left.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redlock_core::FanOut;
+
+use crate::client::Inner;
+use crate::consensus::reached_by_majority;
+use crate::holds::Target;
+use crate::scripts::INSPECT;
+use crate::Error;
+
+/// What a majority of nodes say about one lock, as seen by one owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Inspection {
+    /// A majority holds the lock for someone.
+    pub(crate) locked: bool,
+    /// The owner's hold count that a majority reaches.
+    pub(crate) hold_count: u32,
+    /// The remaining lease that a majority reaches, if a majority holds it with an expiry.
+    pub(crate) remaining_ttl: Option<Duration>,
+}
+
+pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspection, Error> {
+    inner.check_open()?;
+    inner.redlock.config().check_request(&target.name, inner.watchdog.timeout())?;
+    let call = INSPECT.call().key(target.key()).arg(target.owner());
+    let timeout = inner.redlock.config().node_timeout_for(inner.watchdog.timeout());
+    let mut fan: FanOut<(i64, i64, i64)> = inner.redlock.nodes().run_script(&call, timeout).await;
+    if let Some(found) = fan.wrong_type() {
+        return Err(Error::WrongType {
+            key: target.key().to_owned(),
+            found,
+        });
+    }
+    let quorum = fan.quorum();
+    if fan.answered() < quorum {
+        return Err(Error::NoQuorum {
+            name: target.name.to_string(),
+            answered: fan.answered(),
+            nodes: inner.redlock.nodes().len(),
+            needed: quorum,
+            source: fan.take_first_error(),
+        });
+    }
+    let locked = fan.has_quorum(|(exists, _, _)| *exists == 1);
+    let hold_count = reached_by_majority(fan.values().map(|(_, count, _)| *count), quorum)
+        .and_then(|count| u32::try_from(count).ok())
+        .unwrap_or(0);
+    let remaining_ttl = reached_by_majority(
+        fan.values()
+            .filter(|(exists, _, _)| *exists == 1)
+            .map(|(_, _, pttl)| *pttl),
+        quorum,
+    )
+    .and_then(|pttl| u64::try_from(pttl).ok())
+    .map(Duration::from_millis);
+    Ok(Inspection {
+        locked,
+        hold_count,
+        remaining_ttl,
+    })
+}

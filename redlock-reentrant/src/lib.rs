@@ -1,0 +1,76 @@
+//! `RLock` for tokio: a reentrant distributed lock on N independent Redis masters.
+//!
+//! Use it when one holder at a time must do something across many processes and hosts: a
+//! cron job that must run once, an order processed once, a migration that must not race.
+//!
+//! - **Reentrant**: one Redis hash per lock; the field is the owner (client UUID + tokio task),
+//!   the value the hold count. Nested `lock()` in the same task counts up.
+//! - **Renewed while the holder lives**: `lock()` takes the watchdog lease (30 s) and one task
+//!   per client renews it every 10 s; when the process dies, the lock frees within 30 s.
+//! - **Told when lost**: every hold has a lost signal ([`LockGuard::lost`], a
+//!   `CancellationToken`), and operations on a lost hold say [`Error::LockLost`].
+//! - **Fencing tokens** that strictly increase from one holder to the next, also when a
+//!   minority of nodes failed or restarted empty.
+//! - **Survives a minority of dead nodes**: every operation runs on the Redlock quorum
+//!   (`redlock-core`).
+//! - **Waiters wake on release** (pub/sub), not by polling.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_reentrant::{LockClient, RLock};
+//!
+//! # async fn run() -> Result<(), redlock_reentrant::Error> {
+//! let client = LockClient::connect([
+//!     "redis://10.0.0.1:6379",
+//!     "redis://10.0.0.2:6379",
+//!     "redis://10.0.0.3:6379",
+//! ])
+//! .await?;
+//! let lock: RLock = client.get_lock("orders:42");
+//!
+//! // Redisson's verbs...
+//! if lock.try_lock(Duration::from_secs(5), None).await? {
+//!     lock.unlock().await?;
+//! }
+//!
+//! // ...or a guard: fencing token, lost signal, unlock on drop.
+//! let guard = lock.acquire().await?;
+//! let token = guard.fencing_token();
+//! tokio::select! {
+//!     reason = guard.lost() => eprintln!("lost the lock: {reason}"),
+//!     () = process_order(42, token) => {}
+//! }
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! # async fn process_order(_id: u64, _token: u64) {}
+//! ```
+//!
+//! This crate re-exports what its users need from `redlock-core` and `redlock-watchdog`, and
+//! the `redis` and `deadpool_redis` crates it speaks, so versions always match.
+
+mod acquire;
+mod client;
+mod consensus;
+mod error;
+mod fencing;
+mod guard;
+mod holds;
+mod inspect;
+mod owner;
+mod rlock;
+mod scripts;
+mod unlock;
+mod wakeup;
+
+pub use client::{LockClient, LockClientBuilder, FENCE_COUNTER};
+pub use error::Error;
+pub use guard::LockGuard;
+pub use owner::LockOwner;
+pub use rlock::RLock;
+
+pub use redlock_core::{
+    deadpool_redis, redis, InvalidArgument, NodeAddress, NodeError, NodeErrorKind, Redlock,
+    RedlockConfig, RetryPolicy,
+};
+pub use redlock_watchdog::{LostReason, LostSignal, Watchdog, WatchdogConfig, WatchdogStats};
+pub use tokio_util::sync::CancellationToken;

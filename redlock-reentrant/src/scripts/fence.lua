@@ -1,0 +1,12 @@
+-- Write a chosen fencing token back to one node, while this owner holds the lock there.
+-- KEYS[1]: the lock hash. KEYS[2]: the node's fencing counter. ARGV[1]: the owner. ARGV[2]: the token.
+-- Returns 1 when the counter now stands at the token or above, 0 when the owner does not hold
+-- the lock here.
+if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+    return 0
+end
+local counter = redis.call('get', KEYS[2])
+if counter == false or tonumber(counter) < tonumber(ARGV[2]) then
+    redis.call('set', KEYS[2], ARGV[2])
+end
+return 1

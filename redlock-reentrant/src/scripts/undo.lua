@@ -1,0 +1,18 @@
+-- Undo one acquisition attempt on one node, only if it landed: idempotent.
+-- KEYS[1]: the lock hash. ARGV[1]: the owner. ARGV[2]: the count the attempt would have set.
+-- ARGV[3]: the lock's channel. ARGV[4]: the release message.
+-- Returns 1 when the attempt was undone here, 0 when there was nothing to undo.
+if redis.call('type', KEYS[1])['ok'] ~= 'hash' then
+    return 0
+end
+local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+if held == 0 or held ~= tonumber(ARGV[2]) then
+    return 0
+end
+if held == 1 then
+    redis.call('del', KEYS[1])
+    redis.call('publish', ARGV[3], ARGV[4])
+else
+    redis.call('hincrby', KEYS[1], ARGV[1], -1)
+end
+return 1

@@ -1,0 +1,170 @@
+//! Releasing holds: one nested hold (`unlock`), any holder's lock (`force_unlock`), or every
+//! hold of a client at shutdown.
+
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use redlock_core::FanOut;
+use redlock_watchdog::LostReason;
+
+use crate::acquire::millis;
+use crate::client::Inner;
+use crate::holds::Target;
+use crate::scripts::{ABANDON, FORCE_UNLOCK, UNLOCK};
+use crate::Error;
+
+/// Releases one nested hold; returns how many are left.
+///
+/// The last release drops the watchdog registration before anything is sent, so no renewal
+/// follows it. Each request carries an id that every node remembers with its answer for a short
+/// while: retrying after a lost reply (here, or in a later call after an error) gets the same
+/// answers instead of a false "not owner".
+pub(crate) async fn unlock(inner: &Arc<Inner>, target: &Target) -> Result<u32, Error> {
+    inner.check_open()?;
+    let not_owner = || Error::NotOwner {
+        name: target.name.to_string(),
+    };
+    let Some(cell) = inner.holds.get(&target.hold) else {
+        return Err(not_owner());
+    };
+    let mut state = cell.state.lock().await;
+    if let Some(reason) = state.lost_reason() {
+        state.clear(&cell);
+        drop(state);
+        drop(cell);
+        inner.holds.forget_if_idle(&target.hold);
+        return Err(Error::LockLost {
+            name: target.name.to_string(),
+            reason,
+        });
+    }
+    if state.count == 0 {
+        drop(state);
+        drop(cell);
+        inner.holds.forget_if_idle(&target.hold);
+        return Err(not_owner());
+    }
+    if state.count == 1 {
+        // First thing: stop renewing.
+        state.registration = None;
+    }
+    let request = state
+        .pending_unlock
+        .get_or_insert_with(|| uuid::Uuid::new_v4().to_string())
+        .clone();
+    let config = inner.redlock.config();
+    let timeout = config.node_timeout_for(inner.watchdog.timeout());
+    let latch = format!("{}:unlock:{request}", target.key());
+    let call = UNLOCK
+        .call()
+        .key(target.key())
+        .key(&latch)
+        .arg(target.owner())
+        .arg(target.channel())
+        .arg(&request)
+        .arg(millis(inner.latch_ttl()));
+    let nodes = inner.redlock.nodes().len();
+    let mut retry = 0;
+    let outcome = loop {
+        let mut fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
+        let released = fan.count(|left| *left >= 0);
+        let refused = fan.count(|left| *left < 0);
+        if released >= fan.quorum() {
+            state.count -= 1;
+            state.pending_unlock = None;
+            if state.count == 0 {
+                state.clear(&cell);
+            }
+            tracing::debug!(lock = %target.name, left = state.count, released, "unlocked");
+            break Ok(state.count);
+        }
+        if released + (nodes - fan.answered()) < fan.quorum() || refused >= fan.quorum() {
+            // A majority no longer knows of this hold: it was lost before the unlock.
+            let reason = state.lost_reason().unwrap_or(LostReason::NotOwner);
+            if let Some(lost) = &state.lost {
+                lost.fire(reason);
+            }
+            state.clear(&cell);
+            break Err(Error::LockLost {
+                name: target.name.to_string(),
+                reason,
+            });
+        }
+        if retry >= config.retry.retries {
+            break Err(Error::NoQuorum {
+                name: target.name.to_string(),
+                answered: fan.answered(),
+                nodes,
+                needed: fan.quorum(),
+                source: fan.take_first_error(),
+            });
+        }
+        tokio::time::sleep(config.retry.delay(retry)).await;
+        retry += 1;
+    };
+    drop(state);
+    drop(cell);
+    inner.holds.forget_if_idle(&target.hold);
+    outcome
+}
+
+/// Deletes the lock whoever holds it; returns whether a majority held it.
+pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<bool, Error> {
+    inner.check_open()?;
+    inner.redlock.config().check_request(&target.name, inner.watchdog.timeout())?;
+    let call = FORCE_UNLOCK
+        .call()
+        .key(target.key())
+        .arg(target.channel())
+        .arg(uuid::Uuid::new_v4().to_string());
+    let timeout = inner.redlock.config().node_timeout_for(inner.watchdog.timeout());
+    let mut fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
+    // This client's own holders hear of it now rather than at the next renewal.
+    for (_, cell) in inner.holds.of_key(target.key()) {
+        if let Ok(mut state) = cell.state.try_lock() {
+            if let Some(lost) = &state.lost {
+                lost.fire(LostReason::NotOwner);
+            }
+            state.registration = None;
+        }
+    }
+    if fan.answered() < fan.quorum() {
+        return Err(Error::NoQuorum {
+            name: target.name.to_string(),
+            answered: fan.answered(),
+            nodes: inner.redlock.nodes().len(),
+            needed: fan.quorum(),
+            source: fan.take_first_error(),
+        });
+    }
+    Ok(fan.has_quorum(|deleted| *deleted == 1))
+}
+
+/// Releases every hold of this client (shutdown): each lock it holds is deleted whatever its
+/// nesting depth.
+pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
+    let timeout = inner.redlock.config().node_timeout_for(inner.watchdog.timeout());
+    join_all(inner.holds.all().into_iter().map(|(hold, cell)| async move {
+        let mut state = cell.state.lock().await;
+        if state.count == 0 {
+            return;
+        }
+        state.registration = None;
+        let channel = format!("{}:released", hold.key);
+        let call = ABANDON
+            .call()
+            .key(&*hold.key)
+            .arg(&*hold.owner)
+            .arg(&channel)
+            .arg(uuid::Uuid::new_v4().to_string());
+        let fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
+        if fan.answered() < fan.quorum() {
+            tracing::warn!(key = %hold.key, "shutdown could not release a lock; it expires with its lease");
+        }
+        if let Some(lost) = &state.lost {
+            lost.fire(LostReason::Shutdown);
+        }
+        state.clear(&cell);
+    }))
+    .await;
+}

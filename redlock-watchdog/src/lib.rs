@@ -1,0 +1,48 @@
+//! Lease renewal for held locks, and the signal that tells a holder its lock is lost.
+//!
+//! A lock taken without an explicit lease gets the watchdog lease (default 30 s), renewed every
+//! `timeout / 3` (10 s) for as long as the holding process lives and holds it. When the process
+//! dies, nothing renews and the lock frees by itself within one timeout of the last renewal.
+//!
+//! - **One task per client**, not one per lock: a registry of held locks renewed in batches per
+//!   node, so 10,000 held locks cost `ceil(10,000 / batch_size)` calls per node per round.
+//! - **Never after unlock**: a hold is registered before its acquisition completes and its
+//!   [`Registration`] is dropped first thing on unlock; renewal is compare-and-`PEXPIRE`, so even
+//!   a renewal already on the wire cannot bring a released lock back.
+//! - **Errors do not stop renewal**: a round that did not reach a majority is retried after a
+//!   quarter interval. A majority answering "not held" loses the hold at once; renewals that
+//!   keep failing lose it just before the last confirmed validity ends.
+//! - **The holder is told**: each hold has a [`LostSignal`] to await or select on, with a
+//!   tokio-util `CancellationToken` for work that must stop, and a tracing warning.
+//! - **A cap** ([`WatchdogConfig::max_hold`]) stops renewing a hold after a maximum time.
+//!
+//! Most users get all of this through `redlock-reentrant`'s `RLock::lock()`; this crate is the
+//! piece that renews, usable by any lock stored as a hash whose fields are owners.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_core::{Redlock, RedlockConfig};
+//! use redlock_watchdog::{Watchdog, WatchdogConfig};
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let redlock = Redlock::new(RedlockConfig::with_nodes(["redis://127.0.0.1:6379"]))?;
+//! let watchdog = Watchdog::start(
+//!     redlock,
+//!     WatchdogConfig { timeout: Duration::from_secs(30), ..WatchdogConfig::default() },
+//! )?;
+//! assert_eq!(watchdog.config().renew_interval(), Duration::from_secs(10));
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod lost;
+mod registry;
+mod renewal;
+mod scripts;
+mod stats;
+mod watchdog;
+
+pub use config::WatchdogConfig;
+pub use lost::{LostReason, LostSignal};
+pub use registry::Registration;
+pub use stats::WatchdogStats;
+pub use watchdog::Watchdog;

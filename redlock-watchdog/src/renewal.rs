@@ -1,0 +1,195 @@
+//! The renewal loop: one task per watchdog, batched renewals on every node, and the deadlines at
+//! which unconfirmed holds are declared lost.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use redlock_core::quorum::validity;
+use redlock_core::FanOut;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::registry::EntryState;
+use crate::scripts::RENEW;
+use crate::watchdog::Shared;
+use crate::LostReason;
+
+/// Runs until the watchdog is shut down or dropped.
+pub(crate) async fn run(shared: Weak<Shared>, reschedule: Arc<Notify>, shutdown: CancellationToken) {
+    let Some(interval) = shared.upgrade().map(|s| s.config.renew_interval()) else {
+        return;
+    };
+    let mut next_round = Instant::now() + interval;
+    loop {
+        let wake_at = match shared.upgrade() {
+            Some(shared) => shared.next_deadline().map_or(next_round, |d| d.min(next_round)),
+            None => return,
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep_until(wake_at) => {}
+            () = reschedule.notified() => {}
+        }
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if Instant::now() >= next_round {
+            let started = Instant::now();
+            let healthy = {
+                let _span = tracing::debug_span!("redlock.renew", held = shared.entries.len());
+                shared.renew_all().await
+            };
+            let config = &shared.config;
+            next_round = started
+                + if healthy {
+                    config.renew_interval()
+                } else {
+                    config.retry_interval()
+                };
+        }
+        shared.declare_overdue_lost();
+    }
+}
+
+struct Due {
+    id: u64,
+    key: String,
+    owner: String,
+}
+
+impl Shared {
+    /// How long before the end of its validity a renewed hold counts as lost: the time one more
+    /// renewal round may take. A holder is told while the lock is still its own.
+    fn lost_margin(&self) -> Duration {
+        self.redlock.config().node_timeout_for(self.config.timeout)
+    }
+
+    /// When the next hold's validity runs out, if any.
+    fn next_deadline(&self) -> Option<Instant> {
+        let margin = self.lost_margin();
+        self.entries
+            .iter()
+            .filter_map(|entry| match entry.state {
+                EntryState::Pending => None,
+                EntryState::Renewed { valid_until, .. } => {
+                    Some(before(valid_until, margin))
+                }
+                EntryState::Fixed { valid_until } => Some(Instant::from_std(valid_until)),
+            })
+            .min()
+    }
+
+    /// Fires the lost signal of every hold whose validity ran out unconfirmed.
+    fn declare_overdue_lost(&self) {
+        let now = Instant::now();
+        let margin = self.lost_margin();
+        let overdue: Vec<(u64, LostReason)> = self
+            .entries
+            .iter()
+            .filter_map(|entry| {
+                let (deadline, reason) = match entry.state {
+                    EntryState::Pending => return None,
+                    EntryState::Renewed {
+                        valid_until,
+                        renew_until,
+                    } => {
+                        let capped = renew_until.is_some_and(|cap| now.into_std() >= cap);
+                        let reason = if capped {
+                            LostReason::MaxHoldReached
+                        } else {
+                            LostReason::QuorumLost
+                        };
+                        (before(valid_until, margin), reason)
+                    }
+                    EntryState::Fixed { valid_until } => {
+                        (Instant::from_std(valid_until), LostReason::LeaseExpired)
+                    }
+                };
+                (now >= deadline).then_some((*entry.key(), reason))
+            })
+            .collect();
+        for (id, reason) in overdue {
+            self.declare_lost(id, reason);
+        }
+    }
+
+    /// One renewal round over every renewed hold. Returns whether every renewal was confirmed.
+    async fn renew_all(&self) -> bool {
+        let now = Instant::now().into_std();
+        let due: Vec<Due> = self
+            .entries
+            .iter()
+            .filter(|entry| {
+                matches!(entry.state, EntryState::Renewed { renew_until, .. }
+                    if renew_until.is_none_or(|cap| now < cap))
+            })
+            .map(|entry| Due {
+                id: *entry.key(),
+                key: entry.key.clone(),
+                owner: entry.owner.clone(),
+            })
+            .collect();
+        if due.is_empty() {
+            return true;
+        }
+        let lease = self.config.timeout;
+        let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+        let timeout = self.redlock.config().node_timeout_for(lease);
+        let batches: Vec<&[Due]> = due.chunks(self.config.batch_size).collect();
+        let calls: Vec<_> = batches
+            .iter()
+            .map(|batch| {
+                batch.iter().fold(RENEW.call().arg(lease_ms), |call, hold| {
+                    call.key(&hold.key).arg(&hold.owner)
+                })
+            })
+            .collect();
+        let fans: Vec<FanOut<Vec<i64>>> = join_all(
+            calls
+                .iter()
+                .map(|call| self.redlock.nodes().run_script(call, timeout)),
+        )
+        .await;
+
+        let drift = self.redlock.config().drift_for(lease);
+        let mut healthy = true;
+        let mut renewed = 0;
+        for (batch, fan) in batches.iter().zip(&fans) {
+            let valid_until = validity(lease, fan.elapsed(), drift).map(|_| fan.started() + (lease - drift));
+            for (position, hold) in batch.iter().enumerate() {
+                let said = |answer: i64| fan.count(|replies| replies.get(position) == Some(&answer));
+                let (confirmed, denied) = (said(1), said(0));
+                match valid_until {
+                    Some(valid_until) if confirmed >= fan.quorum() => {
+                        renewed += 1;
+                        if let Some(mut entry) = self.entries.get_mut(&hold.id) {
+                            if let EntryState::Renewed { renew_until, .. } = entry.state {
+                                entry.state = EntryState::Renewed {
+                                    valid_until,
+                                    renew_until,
+                                };
+                            }
+                        }
+                    }
+                    _ if denied >= fan.quorum() => {
+                        self.declare_lost(hold.id, LostReason::NotOwner);
+                    }
+                    _ => {
+                        healthy = false;
+                        tracing::debug!(key = %hold.key, confirmed, denied, "renewal not confirmed by a majority; retrying soon");
+                    }
+                }
+            }
+        }
+        self.counters.round(batches.len(), renewed);
+        healthy
+    }
+}
+
+/// `at - margin`, saturating at `at` itself for instants too early to subtract from.
+fn before(at: std::time::Instant, margin: Duration) -> Instant {
+    let at = Instant::from_std(at);
+    at.checked_sub(margin).unwrap_or(at)
+}

@@ -1,0 +1,36 @@
+//! Test harness for the redlock crates: real `redis-server` processes, no mocks.
+//!
+//! Integration tests (this package's `tests/*.rs`) and demos use it to run a lock against
+//! servers that really crash ([`RedisServer::kill`]), pause ([`RedisServer::stop`], SIGSTOP),
+//! and come back empty ([`RedisServer::restart`], as a master without persistence does).
+//! Each server listens on a free `127.0.0.1` port, keeps nothing on disk, logs to a temporary
+//! directory and is killed when dropped; a failing test prints the server log's tail.
+//!
+//! It needs `redis-server` on `PATH`, or its path in `REDIS_SERVER_BIN`
+//! (see [`HarnessError::RedisServerMissing`] for how to install it).
+//!
+//! ```no_run
+//! use redlock_tests::RedisCluster;
+//!
+//! // Five independent masters, as Redlock recommends.
+//! let cluster = RedisCluster::start(5);
+//! let urls: Vec<String> = cluster.urls();
+//! // ... acquire a lock on `urls` ...
+//! cluster.kill(0); // a crashed master
+//! cluster.stop(1); // a frozen one: connections stay open, nothing answers
+//! cluster.resume(1);
+//! cluster.restart(2); // back on the same port, without its keys
+//! assert_eq!(cluster.keys_on(2, "*"), Vec::<String>::new());
+//! # let _ = urls;
+//! ```
+
+mod cluster;
+mod error;
+mod lock_fixtures;
+mod probe;
+mod server;
+
+pub use cluster::RedisCluster;
+pub use error::{HarnessError, INSTALL_HINT};
+pub use lock_fixtures::{eventually, eventually_async, pttls};
+pub use server::{RedisServer, RedisServerBuilder, REDIS_SERVER_BIN_ENV};

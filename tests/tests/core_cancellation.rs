@@ -1,0 +1,126 @@
+//! Dropping an acquisition at any await point leaves no key behind once its spawned release ran.
+//!
+//! One of five masters is paused, so every fan-out lasts one per-node timeout: the live nodes
+//! grant within a millisecond and the future is dropped at a random offset while it still waits
+//! for the paused node, or while it backs off between retries. The runtime is single-threaded, so
+//! the spawned release cannot run before the test has looked at the keys right after the drop:
+//! the test proves it hit the window where grants were already on the nodes.
+
+use std::time::Duration;
+
+use redlock_core::{Redlock, RedlockConfig, RetryPolicy};
+use redlock_tests::{eventually_async, RedisCluster};
+
+const LEASE: Duration = Duration::from_secs(60);
+const NODE_TIMEOUT: Duration = Duration::from_millis(60);
+
+fn seeded_rng() -> fastrand::Rng {
+    let seed = std::env::var("TEST_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("TEST_SEED={seed}");
+    fastrand::Rng::with_seed(seed)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_acquisition_dropped_at_random_points_leaves_no_key() {
+    let mut rng = seeded_rng();
+    let cluster = RedisCluster::start(5);
+    let client = Redlock::new(RedlockConfig {
+        node_timeout: Some(NODE_TIMEOUT),
+        retry: RetryPolicy::none(),
+        ..RedlockConfig::with_nodes(cluster.urls())
+    })
+    .expect("valid config");
+    let warmup = client.acquire("warmup", LEASE).await.expect("all up");
+    client.release(&warmup).await.expect("released");
+    cluster.stop(4);
+
+    let (mut dropped, mut dropped_holding, mut completed) = (0, 0, 0);
+    for round in 0..60 {
+        let name = format!("cancel:{round}");
+        // From before the first send to past the whole attempt (fan-out plus clean-up).
+        let offset = Duration::from_micros(rng.u64(0..=NODE_TIMEOUT.as_micros() as u64 * 2));
+        match tokio::time::timeout(offset, client.acquire(&name, LEASE)).await {
+            Ok(Ok(lease)) => {
+                completed += 1;
+                client.release(&lease).await.expect("released");
+            }
+            Ok(Err(err)) => panic!("round {round}: unexpected {err:?}"),
+            Err(_) => {
+                dropped += 1;
+                // Blocking on purpose: the spawned release has not run yet.
+                if cluster.count_keys(&format!("redlock:{name}")) > 0 {
+                    dropped_holding += 1;
+                }
+            }
+        }
+    }
+    eprintln!("dropped {dropped} (holding grants: {dropped_holding}), completed {completed}");
+    assert!(
+        dropped_holding > 0,
+        "no drop landed after a grant: the test did not exercise the dangerous window"
+    );
+    assert!(
+        eventually_async(Duration::from_secs(5), || cluster
+            .count_keys("redlock:cancel:*")
+            == 0)
+        .await,
+        "keys left on the live nodes: {}",
+        cluster.count_keys("redlock:cancel:*")
+    );
+    cluster.resume(4);
+    assert!(
+        eventually_async(Duration::from_secs(5), || cluster
+            .count_keys("redlock:cancel:*")
+            == 0)
+        .await,
+        "keys left on the resumed node: {:?}",
+        cluster.keys_on(4, "redlock:cancel:*")
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_acquisition_dropped_while_retrying_a_contended_lock_leaves_the_holder_alone() {
+    let mut rng = seeded_rng();
+    let cluster = RedisCluster::start(5);
+    let config = RedlockConfig {
+        node_timeout: Some(NODE_TIMEOUT),
+        ..RedlockConfig::with_nodes(cluster.urls())
+    };
+    let holder = Redlock::new(config.clone()).expect("valid config");
+    let rival = Redlock::new(RedlockConfig {
+        retry: RetryPolicy {
+            retries: 20,
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(20),
+        },
+        ..config
+    })
+    .expect("valid config");
+    let held = holder.acquire("contended", LEASE).await.expect("granted");
+    let holder_value: String = redis::cmd("GET")
+        .arg("redlock:contended")
+        .query(&mut cluster.node(0).connection())
+        .expect("GET");
+
+    for _ in 0..30 {
+        let offset = Duration::from_micros(rng.u64(0..=50_000));
+        let outcome = tokio::time::timeout(offset, rival.acquire("contended", LEASE)).await;
+        assert!(!matches!(outcome, Ok(Ok(_))), "the rival must never win");
+    }
+    tokio::task::yield_now().await;
+    for node in 0..5 {
+        let value: Option<String> = redis::cmd("GET")
+            .arg("redlock:contended")
+            .query(&mut cluster.node(node).connection())
+            .expect("GET");
+        assert_eq!(value.as_deref(), Some(holder_value.as_str()), "node {node}");
+    }
+    holder
+        .release(&held)
+        .await
+        .expect("the holder still owns it");
+    assert_eq!(cluster.count_keys("redlock:*"), 0);
+}

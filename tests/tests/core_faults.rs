@@ -1,0 +1,194 @@
+//! The Redlock core while masters die, pause, come back empty, or forget their scripts.
+
+use std::time::{Duration, Instant};
+
+use redlock_core::{Error, Redlock, RedlockConfig, RetryPolicy};
+use redlock_tests::{eventually, RedisCluster};
+
+const NODE_TIMEOUT: Duration = Duration::from_millis(150);
+const LEASE: Duration = Duration::from_secs(30);
+
+fn redlock(cluster: &RedisCluster, retry: RetryPolicy) -> Redlock {
+    Redlock::new(RedlockConfig {
+        node_timeout: Some(NODE_TIMEOUT),
+        retry,
+        ..RedlockConfig::with_nodes(cluster.urls())
+    })
+    .expect("valid config")
+}
+
+#[tokio::test]
+async fn two_killed_masters_of_five_still_grant_the_lock() {
+    let cluster = RedisCluster::start(5);
+    let client = redlock(&cluster, RetryPolicy::none());
+    cluster.kill(0);
+    cluster.kill(3);
+
+    let lease = client
+        .acquire("order:1", LEASE)
+        .await
+        .expect("majority of 3 grants");
+    assert_eq!(lease.granted_by(), 3);
+    assert_eq!(cluster.count_keys("redlock:order:1"), 3);
+    client
+        .release(&lease)
+        .await
+        .expect("released on the living majority");
+    assert_eq!(cluster.count_keys("redlock:order:1"), 0);
+}
+
+#[tokio::test]
+async fn two_paused_masters_cost_one_node_timeout_not_seconds() {
+    let cluster = RedisCluster::start(5);
+    let client = redlock(&cluster, RetryPolicy::none());
+    cluster.stop(1);
+    cluster.stop(4);
+
+    let started = Instant::now();
+    let lease = client
+        .acquire("order:2", LEASE)
+        .await
+        .expect("majority of 3 grants");
+    let took = started.elapsed();
+    assert_eq!(lease.granted_by(), 3);
+    assert!(
+        took >= NODE_TIMEOUT,
+        "the paused nodes were waited for, {took:?}"
+    );
+    assert!(
+        took < NODE_TIMEOUT * 10,
+        "bounded by the per-node timeout ({NODE_TIMEOUT:?}), took {took:?}"
+    );
+    let budget = LEASE - NODE_TIMEOUT * 10 - client.config().drift_for(LEASE);
+    assert!(lease.validity() > budget, "validity {:?}", lease.validity());
+    client.release(&lease).await.expect("released");
+}
+
+#[tokio::test]
+async fn three_dead_masters_fail_fast_with_no_quorum_and_leave_nothing() {
+    let cluster = RedisCluster::start(5);
+    cluster.kill(0);
+    cluster.kill(1);
+    cluster.kill(2);
+
+    for retry in [RetryPolicy::none(), RetryPolicy::default()] {
+        let client = redlock(&cluster, retry);
+        let started = Instant::now();
+        let err = client
+            .acquire("order:3", LEASE)
+            .await
+            .expect_err("no majority");
+        let took = started.elapsed();
+        match &err {
+            Error::NoQuorum {
+                answered,
+                nodes,
+                needed,
+                source,
+                ..
+            } => {
+                assert_eq!((*answered, *nodes, *needed), (2, 5, 3));
+                assert!(source.is_some(), "the first node failure is the source");
+            }
+            other => panic!("expected NoQuorum, got {other:?}"),
+        }
+        assert!(err.is_retryable());
+        // Dead nodes refuse at once; even four attempts with backoff stay far below a second
+        // per attempt.
+        assert!(took < Duration::from_secs(3), "gave up after {took:?}");
+        assert_eq!(
+            cluster.count_keys("redlock:order:3"),
+            0,
+            "the two live grants were undone"
+        );
+    }
+}
+
+#[tokio::test]
+async fn three_paused_masters_get_the_release_after_the_grant_when_they_resume() {
+    let cluster = RedisCluster::start(5);
+    let client = redlock(&cluster, RetryPolicy::none());
+    // Connect first, so the paused nodes hold the acquisition's request in their sockets.
+    let warmup = client.acquire("warmup", LEASE).await.expect("all up");
+    client.release(&warmup).await.expect("released");
+    for node in 0..3 {
+        cluster.stop(node);
+    }
+
+    let err = client
+        .acquire("order:4", LEASE)
+        .await
+        .expect_err("no majority");
+    assert!(
+        matches!(err, Error::NoQuorum { answered: 2, .. }),
+        "{err:?}"
+    );
+    assert_eq!(cluster.count_keys("redlock:order:4"), 0);
+    for node in 0..3 {
+        cluster.resume(node);
+    }
+    // The resumed nodes now run the queued grant and then the release behind it; the 30 s
+    // lease cannot be what empties them within 5 s.
+    assert!(
+        eventually(Duration::from_secs(5), || cluster
+            .count_keys("redlock:order:4")
+            == 0),
+        "a resumed node kept the abandoned grant: {:?}",
+        (0..5)
+            .map(|i| cluster.keys_on(i, "redlock:*"))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn a_master_restarted_empty_rejoins_and_counts_again() {
+    let cluster = RedisCluster::start(5);
+    let client = redlock(&cluster, RetryPolicy::none());
+    let first = client.acquire("order:5", LEASE).await.expect("all up");
+    client.release(&first).await.expect("released");
+
+    cluster.kill(0);
+    cluster.kill(1);
+    cluster.kill(2);
+    assert!(matches!(
+        client.acquire("order:5", LEASE).await,
+        Err(Error::NoQuorum { .. })
+    ));
+
+    cluster.restart(0);
+    let lease = client
+        .acquire("order:5", LEASE)
+        .await
+        .expect("the restarted node makes a majority again");
+    assert_eq!(lease.granted_by(), 3);
+    assert_eq!(
+        cluster.keys_on(0, "redlock:*"),
+        vec!["redlock:order:5".to_owned()]
+    );
+    client.release(&lease).await.expect("released");
+}
+
+#[tokio::test]
+async fn script_flush_between_operations_is_invisible() {
+    let cluster = RedisCluster::start(5);
+    let client = redlock(&cluster, RetryPolicy::none());
+    for round in 0..3 {
+        let name = format!("flushed:{round}");
+        cluster.flush_scripts();
+        let lease = client
+            .acquire(&name, LEASE)
+            .await
+            .expect("acquire after flush");
+        cluster.flush_scripts();
+        let lease = client
+            .extend(&lease, LEASE)
+            .await
+            .expect("extend after flush");
+        cluster.flush_scripts();
+        let rival = client.try_acquire(&name, LEASE).await;
+        assert!(matches!(rival, Err(Error::Contended { .. })), "{rival:?}");
+        cluster.flush_scripts();
+        client.release(&lease).await.expect("release after flush");
+        assert_eq!(cluster.count_keys("redlock:*"), 0);
+    }
+}

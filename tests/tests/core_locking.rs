@@ -1,0 +1,156 @@
+//! The Redlock core on 1 and 5 healthy masters: acquire, contention, release, extend, expiry.
+
+use std::time::{Duration, Instant};
+
+use redlock_core::{Error, Redlock, RedlockConfig, RetryPolicy};
+use redlock_tests::{eventually, pttls, RedisCluster};
+
+fn redlock(cluster: &RedisCluster) -> Redlock {
+    Redlock::new(RedlockConfig {
+        retry: RetryPolicy::none(),
+        ..RedlockConfig::with_nodes(cluster.urls())
+    })
+    .expect("valid config")
+}
+
+async fn lifecycle_on(nodes: usize) {
+    let cluster = RedisCluster::start(nodes);
+    let alice = redlock(&cluster);
+    let bob = redlock(&cluster);
+    let lease = Duration::from_secs(2);
+
+    let held = alice
+        .acquire("job", lease)
+        .await
+        .expect("free lock is granted");
+    assert_eq!(held.granted_by(), nodes);
+    assert!(held.validity() < lease && !held.validity().is_zero());
+    assert_eq!(
+        cluster.count_keys("redlock:job"),
+        nodes,
+        "the key is on every node"
+    );
+
+    match bob.try_acquire("job", lease).await {
+        Err(Error::Contended { ttl: Some(ttl), .. }) => {
+            assert!(ttl <= lease && !ttl.is_zero(), "reported ttl {ttl:?}")
+        }
+        other => panic!("expected contention, got {other:?}"),
+    }
+    assert_eq!(
+        cluster.count_keys("redlock:job"),
+        nodes,
+        "the loser removed nothing of ours"
+    );
+
+    let extended = alice
+        .extend(&held, Duration::from_secs(20))
+        .await
+        .expect("holder extends");
+    assert!(extended.valid_until() > held.valid_until());
+    for pttl in pttls(&cluster, "redlock:job") {
+        assert!(pttl > 2_000, "extension reached every node, pttl {pttl}");
+    }
+
+    alice.release(&extended).await.expect("holder releases");
+    assert_eq!(cluster.count_keys("redlock:job"), 0);
+    assert!(matches!(
+        alice.release(&extended).await,
+        Err(Error::NotOwner { .. })
+    ));
+    assert!(
+        matches!(
+            alice.extend(&held, lease).await,
+            Err(Error::NotOwner { .. })
+        ),
+        "extend never recreates a released lock"
+    );
+    assert_eq!(cluster.count_keys("redlock:job"), 0);
+
+    let bobs = bob.try_acquire("job", lease).await.expect("free again");
+    assert!(
+        matches!(alice.release(&held).await, Err(Error::NotOwner { .. })),
+        "a stale lease cannot release the new holder's lock"
+    );
+    assert_eq!(cluster.count_keys("redlock:job"), nodes);
+    bob.release(&bobs).await.expect("bob releases");
+}
+
+#[tokio::test]
+async fn lifecycle_on_one_master() {
+    lifecycle_on(1).await;
+}
+
+#[tokio::test]
+async fn lifecycle_on_five_masters() {
+    lifecycle_on(5).await;
+}
+
+async fn expiry_on(nodes: usize) {
+    let cluster = RedisCluster::start(nodes);
+    let client = redlock(&cluster);
+    let lease = Duration::from_millis(400);
+
+    let held = client.acquire("expiring", lease).await.expect("granted");
+    let acquired_at = Instant::now();
+    assert!(client.try_acquire("expiring", lease).await.is_err());
+    assert!(
+        eventually(Duration::from_secs(5), || cluster
+            .count_keys("redlock:expiring")
+            == 0),
+        "the lease expires on its own"
+    );
+    assert!(
+        acquired_at.elapsed() + Duration::from_millis(5) >= held.validity(),
+        "no node dropped the key before the validity ran out"
+    );
+    assert!(!held.is_valid(), "the lease's own clock agrees it ran out");
+    let again = client
+        .try_acquire("expiring", lease)
+        .await
+        .expect("free after expiry");
+    client.release(&again).await.expect("released");
+}
+
+#[tokio::test]
+async fn expiry_on_one_master() {
+    expiry_on(1).await;
+}
+
+#[tokio::test]
+async fn expiry_on_five_masters() {
+    expiry_on(5).await;
+}
+
+#[tokio::test]
+async fn acquire_retries_until_the_holder_lets_go() {
+    let cluster = RedisCluster::start(3);
+    let holder = redlock(&cluster);
+    let patient = Redlock::new(RedlockConfig {
+        retry: RetryPolicy {
+            retries: 50,
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(40),
+        },
+        ..RedlockConfig::with_nodes(cluster.urls())
+    })
+    .expect("valid config");
+
+    let held = holder
+        .acquire("handover", Duration::from_secs(30))
+        .await
+        .expect("granted");
+    let waiter = tokio::spawn({
+        let patient = patient.clone();
+        async move { patient.acquire("handover", Duration::from_secs(30)).await }
+    });
+    // The waiter cannot finish while the lock is held for 30 s; release hands it over.
+    tokio::task::yield_now().await;
+    assert!(!waiter.is_finished());
+    holder.release(&held).await.expect("released");
+    let taken = waiter
+        .await
+        .expect("task")
+        .expect("retry takes the freed lock");
+    patient.release(&taken).await.expect("released");
+}
