@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use redlock_core::quorum::majority;
 use redlock_core::{Error, Lease, Redlock, RedlockConfig};
-use redlock_tests::{HarnessError, RedisCluster};
+use redlock_tests::{HarnessError, RedisCluster, RedisServer};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// How many masters the demo runs: the usual Redlock deployment.
@@ -128,7 +128,9 @@ fn start_masters(timeline: Timeline) -> DemoResult<RedisCluster> {
     timeline.say(format!(
         "starting {NODES} independent redis-server masters (loopback, no persistence)"
     ));
-    let cluster = match blocking(|| RedisCluster::try_start(NODES)) {
+    // Its own process group: Ctrl-C reaches only the demo, which then drops (kills) them.
+    let servers = RedisServer::builder().own_process_group(true);
+    let cluster = match blocking(move || RedisCluster::try_start_with(NODES, &servers)) {
         Err(err @ HarnessError::RedisServerMissing { .. }) => {
             return Err(format!("this demo runs real Redis servers: {err}").into())
         }

@@ -1,5 +1,6 @@
 //! One Redis master: its pool, its shared multiplexed connection, and timed requests to it.
 
+use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -21,7 +22,19 @@ pub struct Node {
     address: NodeAddress,
     client: redis::Client,
     pool: Pool,
-    shared: Mutex<Option<Connection>>,
+    shared: Mutex<Shared>,
+}
+
+/// The connection requests share, and which scripts the node is known to have cached on it.
+#[derive(Default)]
+struct Shared {
+    connection: Option<Connection>,
+    /// Bumped whenever the connection is replaced: what was learned on an older one is stale.
+    generation: u64,
+    /// SHAs the node ran on this connection. Anything else is sent whole (`EVAL`): a request
+    /// whose reply nobody awaits any more (the node was paused, the caller timed out) must not
+    /// depend on a `NOSCRIPT` round trip.
+    cached_scripts: HashSet<String>,
 }
 
 impl std::fmt::Debug for Node {
@@ -59,7 +72,7 @@ impl Node {
             address,
             client,
             pool,
-            shared: Mutex::new(None),
+            shared: Mutex::new(Shared::default()),
         })
     }
 
@@ -111,7 +124,7 @@ impl Node {
         timeout: Duration,
     ) -> Result<T, NodeError> {
         self.within(timeout, async {
-            let mut connection = self.connection().await?;
+            let (mut connection, _) = self.connection().await?;
             cmd.query_async(&mut connection)
                 .await
                 .map_err(|err| self.command_failed(err))
@@ -139,40 +152,58 @@ impl Node {
         &self,
         call: &ScriptCall<'_>,
     ) -> Result<T, NodeErrorKind> {
-        let mut connection = self.connection().await?;
-        match call.evalsha().query_async(&mut connection).await {
-            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => call
-                .eval()
-                .query_async(&mut connection)
-                .await
-                .map_err(|err| self.command_failed(err)),
-            outcome => outcome.map_err(|err| self.command_failed(err)),
+        let (mut connection, generation) = self.connection().await?;
+        let sha = call.sha();
+        let by_sha = !call.is_by_source() && self.lock_shared().cached_scripts.contains(sha);
+        if by_sha {
+            match call.evalsha().query_async(&mut connection).await {
+                Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    // Flushed or restarted: forget what we knew and send it whole.
+                    self.lock_shared().cached_scripts.clear();
+                }
+                outcome => return outcome.map_err(|err| self.command_failed(err)),
+            }
         }
+        let outcome = call.eval().query_async(&mut connection).await;
+        if outcome.is_ok() {
+            let mut shared = self.lock_shared();
+            if shared.generation == generation {
+                shared.cached_scripts.insert(sha.to_owned());
+            }
+        }
+        outcome.map_err(|err| self.command_failed(err))
     }
 
-    /// The shared connection, checked out of the pool when there is none yet.
-    async fn connection(&self) -> Result<MultiplexedConnection, NodeErrorKind> {
-        if let Some(shared) = self.lock_shared().as_ref() {
-            return Ok(MultiplexedConnection::clone(shared));
+    /// The shared connection (checked out of the pool when there is none yet) and its generation.
+    async fn connection(&self) -> Result<(MultiplexedConnection, u64), NodeErrorKind> {
+        {
+            let shared = self.lock_shared();
+            if let Some(connection) = shared.connection.as_ref() {
+                return Ok((MultiplexedConnection::clone(connection), shared.generation));
+            }
         }
         let fresh = self.pool.get().await.map_err(NodeErrorKind::Connect)?;
         let handle = MultiplexedConnection::clone(&fresh);
         let mut shared = self.lock_shared();
-        if shared.is_none() {
-            *shared = Some(fresh);
+        if shared.connection.is_none() {
+            shared.connection = Some(fresh);
+            shared.generation += 1;
+            shared.cached_scripts.clear();
         }
-        Ok(handle)
+        Ok((handle, shared.generation))
     }
 
     fn command_failed(&self, err: RedisError) -> NodeErrorKind {
         if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() {
             // Back to the pool: its health check discards it and the next request reconnects.
-            self.lock_shared().take();
+            let mut shared = self.lock_shared();
+            shared.connection = None;
+            shared.cached_scripts.clear();
         }
         NodeErrorKind::Command(err)
     }
 
-    fn lock_shared(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
+    fn lock_shared(&self) -> std::sync::MutexGuard<'_, Shared> {
         // The guarded value is replaced whole, never left half-written: a poisoned lock still
         // holds a consistent value.
         self.shared

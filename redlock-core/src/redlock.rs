@@ -308,10 +308,17 @@ impl Redlock {
         self.nodes().run_script(&call, timeout).await
     }
 
+    /// The release after a failed or abandoned attempt, sent by source: its replies may never
+    /// be awaited, and a paused node that forgot the script must still run it.
+    async fn clean_up_key(&self, key: &str, owner: &OwnerToken, timeout: Duration) -> FanOut<i64> {
+        let call = RELEASE.call().key(key).arg(owner.as_str()).by_source();
+        self.nodes().run_script(&call, timeout).await
+    }
+
     /// The clean-up after a failed or abandoned attempt; failures only reach the log (the lease
     /// bounds what a node that missed it keeps).
     async fn release_quietly(self, key: String, owner: OwnerToken, timeout: Duration) {
-        let fan = self.release_key(&key, &owner, timeout).await;
+        let fan = self.clean_up_key(&key, &owner, timeout).await;
         for err in fan.errors() {
             tracing::debug!(node = %err.address, error = %err.kind, "clean-up release failed; the key expires with its lease");
         }

@@ -35,6 +35,7 @@ impl LockScript {
             script: self,
             keys: Vec::new(),
             args: Vec::new(),
+            by_source: false,
         }
     }
 
@@ -50,6 +51,7 @@ pub struct ScriptCall<'a> {
     script: &'a LockScript,
     keys: Vec<Vec<u8>>,
     args: Vec<Vec<u8>>,
+    by_source: bool,
 }
 
 impl std::fmt::Debug for ScriptCall<'_> {
@@ -78,9 +80,31 @@ impl ScriptCall<'_> {
         self
     }
 
+    /// Sends the script's source (`EVAL`) rather than its SHA.
+    ///
+    /// For requests whose replies may never be awaited: clean-ups after a failed or dropped
+    /// acquisition. A node that is paused or slow receives such a request after its caller has
+    /// stopped listening; had it forgotten the script, its `NOSCRIPT` would reach nobody and the
+    /// clean-up would never run. Sent whole, the node runs it whenever it gets to it.
+    #[must_use]
+    pub fn by_source(mut self) -> Self {
+        self.by_source = true;
+        self
+    }
+
+    /// Whether the call is sent by source (see [`ScriptCall::by_source`]).
+    pub fn is_by_source(&self) -> bool {
+        self.by_source
+    }
+
     /// How many keys the call passes.
     pub fn key_count(&self) -> usize {
         self.keys.len()
+    }
+
+    /// The script's SHA1.
+    pub fn sha(&self) -> &str {
+        &self.script.sha
     }
 
     pub(crate) fn evalsha(&self) -> redis::Cmd {

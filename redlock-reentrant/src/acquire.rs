@@ -71,7 +71,8 @@ pub(crate) async fn attempt(
     guard.expected_after = expected + 1;
     // Registered before anything is sent, so the watchdog knows the hold the moment it exists;
     // dropped with the attempt if it does not complete.
-    let registration = (expected == 0).then(|| inner.watchdog.register(target.key(), target.owner()));
+    let registration =
+        (expected == 0).then(|| inner.watchdog.register(target.key(), target.owner()));
 
     let timeout = config.node_timeout_for(lease);
     let drift = config.drift_for(lease);
@@ -114,7 +115,9 @@ pub(crate) async fn attempt(
     // await is dropped, the guard undoes instead.
     guard.undo_now().await;
     let mut state = guard.disarm();
-    let failure = failure(inner, target, &mut state, &cell, expected, granted, lease, fan);
+    let failure = failure(
+        inner, target, &mut state, &cell, expected, granted, lease, fan,
+    );
     drop(state);
     drop(cell);
     inner.holds.forget_if_idle(&target.hold);
@@ -294,7 +297,8 @@ async fn undo(inner: &Inner, target: &Target, expected_after: u32) {
         .arg(target.owner())
         .arg(expected_after)
         .arg(target.channel())
-        .arg(uuid::Uuid::new_v4().to_string());
+        .arg(uuid::Uuid::new_v4().to_string())
+        .by_source();
     let fan: FanOut<i64> = inner
         .redlock
         .nodes()

@@ -69,7 +69,11 @@ impl Inner {
 
     /// How long an unlock's answer is remembered for a retry of the same request.
     pub(crate) fn latch_ttl(&self) -> Duration {
-        (self.redlock.config().node_timeout_for(self.watchdog.timeout()) * 20)
+        (self
+            .redlock
+            .config()
+            .node_timeout_for(self.watchdog.timeout())
+            * 20)
             .max(Duration::from_secs(5))
     }
 }
@@ -110,7 +114,12 @@ impl LockClient {
     pub fn get_lock(&self, name: impl Into<String>) -> RLock {
         let name: String = name.into();
         let key = self.inner.redlock.config().key_for(&name);
-        RLock::new(self.clone(), name.into(), key.into(), OwnerSource::CurrentTask)
+        RLock::new(
+            self.clone(),
+            name.into(),
+            key.into(),
+            OwnerSource::CurrentTask,
+        )
     }
 
     /// A new explicit owner, for work that moves between tasks.

@@ -58,7 +58,10 @@ mod tests {
         /// One acquisition granted by `granted`; returns its token.
         fn acquire(&mut self, granted: &[usize], write_back: bool, with_clock: bool) -> u64 {
             let quorum = self.counters.len() / 2 + 1;
-            let candidates: Vec<u64> = granted.iter().map(|&n| self.candidate(n, with_clock)).collect();
+            let candidates: Vec<u64> = granted
+                .iter()
+                .map(|&n| self.candidate(n, with_clock))
+                .collect();
             let choice = choose_token(&candidates, quorum).expect("granted by a majority");
             if write_back && choice.needs_write_back {
                 for &node in granted {
@@ -88,7 +91,10 @@ mod tests {
     fn one_node_never_needs_a_write_back() {
         assert_eq!(
             choose_token(&[42], 1),
-            Some(TokenChoice { token: 42, needs_write_back: false })
+            Some(TokenChoice {
+                token: 42,
+                needs_write_back: false
+            })
         );
         assert_eq!(choose_token(&[], 1), None);
     }
@@ -107,7 +113,10 @@ mod tests {
         nodes.counters = vec![10, 0, 0, 0, 0];
         let first = nodes.acquire(&[0, 1, 2], false, false);
         let second = nodes.acquire(&[2, 3, 4], false, false);
-        assert!(second <= first, "the naive scheme is caught: {first} then {second}");
+        assert!(
+            second <= first,
+            "the naive scheme is caught: {first} then {second}"
+        );
 
         let mut nodes = Nodes::new(5);
         nodes.counters = vec![10, 0, 0, 0, 0];

@@ -25,9 +25,15 @@ pub(crate) struct Inspection {
 
 pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspection, Error> {
     inner.check_open()?;
-    inner.redlock.config().check_request(&target.name, inner.watchdog.timeout())?;
+    inner
+        .redlock
+        .config()
+        .check_request(&target.name, inner.watchdog.timeout())?;
     let call = INSPECT.call().key(target.key()).arg(target.owner());
-    let timeout = inner.redlock.config().node_timeout_for(inner.watchdog.timeout());
+    let timeout = inner
+        .redlock
+        .config()
+        .node_timeout_for(inner.watchdog.timeout());
     let mut fan: FanOut<(i64, i64, i64)> = inner.redlock.nodes().run_script(&call, timeout).await;
     if let Some(found) = fan.wrong_type() {
         return Err(Error::WrongType {

@@ -53,7 +53,12 @@ pub struct RLock {
 }
 
 impl RLock {
-    pub(crate) fn new(client: LockClient, name: Arc<str>, key: Arc<str>, owner: OwnerSource) -> Self {
+    pub(crate) fn new(
+        client: LockClient,
+        name: Arc<str>,
+        key: Arc<str>,
+        owner: OwnerSource,
+    ) -> Self {
         Self {
             client,
             name,

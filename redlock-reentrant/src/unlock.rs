@@ -111,13 +111,20 @@ pub(crate) async fn unlock(inner: &Arc<Inner>, target: &Target) -> Result<u32, E
 /// Deletes the lock whoever holds it; returns whether a majority held it.
 pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<bool, Error> {
     inner.check_open()?;
-    inner.redlock.config().check_request(&target.name, inner.watchdog.timeout())?;
+    inner
+        .redlock
+        .config()
+        .check_request(&target.name, inner.watchdog.timeout())?;
     let call = FORCE_UNLOCK
         .call()
         .key(target.key())
         .arg(target.channel())
-        .arg(uuid::Uuid::new_v4().to_string());
-    let timeout = inner.redlock.config().node_timeout_for(inner.watchdog.timeout());
+        .arg(uuid::Uuid::new_v4().to_string())
+        .by_source();
+    let timeout = inner
+        .redlock
+        .config()
+        .node_timeout_for(inner.watchdog.timeout());
     let mut fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
     // This client's own holders hear of it now rather than at the next renewal.
     for (_, cell) in inner.holds.of_key(target.key()) {
@@ -143,7 +150,10 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
 /// Releases every hold of this client (shutdown): each lock it holds is deleted whatever its
 /// nesting depth.
 pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
-    let timeout = inner.redlock.config().node_timeout_for(inner.watchdog.timeout());
+    let timeout = inner
+        .redlock
+        .config()
+        .node_timeout_for(inner.watchdog.timeout());
     join_all(inner.holds.all().into_iter().map(|(hold, cell)| async move {
         let mut state = cell.state.lock().await;
         if state.count == 0 {
@@ -156,7 +166,8 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
             .key(&*hold.key)
             .arg(&*hold.owner)
             .arg(&channel)
-            .arg(uuid::Uuid::new_v4().to_string());
+            .arg(uuid::Uuid::new_v4().to_string())
+            .by_source();
         let fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
         if fan.answered() < fan.quorum() {
             tracing::warn!(key = %hold.key, "shutdown could not release a lock; it expires with its lease");

@@ -123,7 +123,12 @@ impl Wakeups {
             .get(channel)
             .is_some_and(|state| !state.subscribed);
         if needed {
-            join_all(self.nodes.iter().map(|node| self.subscribe_on(node, channel))).await;
+            join_all(
+                self.nodes
+                    .iter()
+                    .map(|node| self.subscribe_on(node, channel)),
+            )
+            .await;
             if let Some(state) = lock(&self.channels).get_mut(channel) {
                 state.subscribed = true;
             }

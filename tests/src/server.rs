@@ -66,6 +66,7 @@ pub struct RedisServerBuilder {
     args: Vec<OsString>,
     password: Option<String>,
     startup_timeout: Duration,
+    own_process_group: bool,
 }
 
 impl Default for RedisServerBuilder {
@@ -75,6 +76,7 @@ impl Default for RedisServerBuilder {
             args: Vec::new(),
             password: None,
             startup_timeout: Duration::from_secs(10),
+            own_process_group: false,
         }
     }
 }
@@ -105,6 +107,17 @@ impl RedisServerBuilder {
     /// Starts the server with `--requirepass PASSWORD`; [`RedisServer::client`] then authenticates.
     pub fn password(mut self, password: impl Into<String>) -> Self {
         self.password = Some(password.into());
+        self
+    }
+
+    /// Starts the server in a process group of its own (default: the caller's).
+    ///
+    /// In the caller's group, a terminal's Ctrl-C kills the servers with the test that started
+    /// them, so an interrupted test leaves nothing behind. A program that handles Ctrl-C itself
+    /// (the demo) wants its own group: the signal then reaches only the program, which drops
+    /// its servers and says so, instead of seeing them die under it.
+    pub fn own_process_group(mut self, own: bool) -> Self {
+        self.own_process_group = own;
         self
     }
 
@@ -145,6 +158,7 @@ impl RedisServerBuilder {
             args: self.args.clone(),
             password: self.password.clone(),
             startup_timeout: self.startup_timeout,
+            own_process_group: self.own_process_group,
             dir,
         };
         let mut last_tail = String::new();
@@ -507,6 +521,7 @@ struct Launcher {
     args: Vec<OsString>,
     password: Option<String>,
     startup_timeout: Duration,
+    own_process_group: bool,
     dir: TempDir,
 }
 
@@ -562,10 +577,12 @@ impl Launcher {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);
-        // A process group of its own: a terminal's Ctrl-C reaches the demo or the test, which
-        // then kills the server; it only dies of the signal if sent before it leaves the caller's
-        // group (see `GROUP_SIGNALS`).
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        if self.own_process_group {
+            // A terminal's Ctrl-C then reaches only the caller, which kills the server; it only
+            // dies of the signal if sent before it leaves the caller's group (see
+            // `GROUP_SIGNALS`).
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        }
         let mut child = command.spawn().map_err(|source| {
             if source.kind() == io::ErrorKind::NotFound {
                 HarnessError::RedisServerMissing {

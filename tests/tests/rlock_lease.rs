@@ -1,0 +1,209 @@
+//! Fixed leases expire by themselves and `remaining_ttl` follows them; `force_unlock` frees a
+//! lock held elsewhere; bad input gets typed errors.
+
+use std::time::{Duration, Instant};
+
+use redlock_reentrant::{Error, InvalidArgument, LockClient, LostReason};
+use redlock_tests::{eventually_async, RedisCluster};
+
+async fn client(cluster: &RedisCluster) -> LockClient {
+    LockClient::builder()
+        .nodes(cluster.urls())
+        .watchdog_timeout(Duration::from_secs(3))
+        .build()
+        .await
+        .expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_lease_expires_by_itself_and_remaining_ttl_follows_it() {
+    let cluster = RedisCluster::start(5);
+    let holder = client(&cluster).await;
+    let lock = holder.get_lock("fixed");
+    let lease = Duration::from_millis(800);
+
+    let guard = lock.acquire_with_lease(lease).await.expect("held");
+    let taken = Instant::now();
+    let first = lock.remaining_ttl().await.expect("ttl").expect("held");
+    assert!(
+        first <= lease && first > lease / 2,
+        "ttl {first:?} of {lease:?}"
+    );
+    assert!(lock.is_locked().await.expect("is_locked"));
+
+    // Never renewed: the lease runs out, and the holder is told.
+    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("the lost signal fires when the fixed lease ends");
+    assert_eq!(reason, LostReason::LeaseExpired);
+    assert!(
+        taken.elapsed()
+            >= lease - holder.redlock().config().drift_for(lease) - Duration::from_millis(50)
+    );
+    assert!(
+        eventually_async(Duration::from_secs(5), || cluster
+            .count_keys("redlock:fixed")
+            == 0)
+        .await,
+        "the key expires"
+    );
+    assert_eq!(lock.remaining_ttl().await.expect("ttl"), None);
+    assert!(!lock.is_locked().await.expect("is_locked"));
+    let unlocked = guard.unlock().await;
+    assert!(
+        matches!(
+            unlocked,
+            Err(Error::LockLost {
+                reason: LostReason::LeaseExpired,
+                ..
+            })
+        ),
+        "{unlocked:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_frees_a_lock_held_elsewhere_and_tells_local_holders() {
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let admin = client(&cluster).await;
+
+    let guard = holder.get_lock("stuck").acquire().await.expect("held");
+    assert!(admin
+        .get_lock("stuck")
+        .force_unlock()
+        .await
+        .expect("forced"));
+    assert_eq!(cluster.count_keys("redlock:stuck"), 0);
+    assert!(!admin
+        .get_lock("stuck")
+        .force_unlock()
+        .await
+        .expect("nothing left"));
+
+    // The holder is in another client: its watchdog learns at the next renewal (1 s).
+    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("the holder hears of it");
+    assert_eq!(reason, LostReason::NotOwner);
+    assert!(matches!(guard.unlock().await, Err(Error::LockLost { .. })));
+
+    // A holder in the same client hears at once.
+    let guard = admin.get_lock("stuck").acquire().await.expect("held");
+    assert!(admin
+        .get_lock("stuck")
+        .force_unlock()
+        .await
+        .expect("forced"));
+    assert!(guard.is_lost());
+    drop(guard);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_typed_error_and_leaves_nothing() {
+    let cluster = RedisCluster::start(3);
+    let client = client(&cluster).await;
+
+    let empty = client.get_lock("");
+    assert!(matches!(
+        empty.lock().await,
+        Err(Error::InvalidArgument(InvalidArgument::EmptyName))
+    ));
+    assert!(matches!(
+        empty.try_lock(Duration::ZERO, None).await,
+        Err(Error::InvalidArgument(InvalidArgument::EmptyName))
+    ));
+    assert!(matches!(
+        client.get_lock("a").lock_with_lease(Duration::ZERO).await,
+        Err(Error::InvalidArgument(InvalidArgument::ZeroLease))
+    ));
+    assert!(matches!(
+        client
+            .get_lock("a")
+            .lock_with_lease(Duration::from_millis(5))
+            .await,
+        Err(Error::InvalidArgument(
+            InvalidArgument::LeaseTooShort { .. }
+        ))
+    ));
+    assert!(matches!(
+        client.get_lock("a").unlock().await,
+        Err(Error::NotOwner { .. })
+    ));
+
+    for node in cluster.nodes() {
+        redis::cmd("SET")
+            .arg("redlock:config")
+            .arg("not a lock")
+            .exec(&mut node.connection())
+            .expect("seed a string");
+    }
+    let collision = client.get_lock("config");
+    let err = collision.lock().await.expect_err("a string is not a lock");
+    assert!(
+        matches!(&err, Error::WrongType { found, .. } if found == "string"),
+        "{err:?}"
+    );
+    assert!(matches!(
+        collision.is_locked().await,
+        Err(Error::WrongType { .. })
+    ));
+    assert!(!collision
+        .force_unlock()
+        .await
+        .expect("force_unlock leaves other data alone"));
+    for node in cluster.nodes() {
+        let value: String = redis::cmd("GET")
+            .arg("redlock:config")
+            .query(&mut node.connection())
+            .expect("GET");
+        assert_eq!(value, "not a lock");
+    }
+    assert_eq!(
+        cluster.count_keys("redlock:*"),
+        3,
+        "only the seeded strings"
+    );
+
+    let watchdog = LockClient::builder()
+        .nodes(cluster.urls())
+        .watchdog_timeout(Duration::from_millis(10))
+        .build()
+        .await;
+    assert!(matches!(
+        watchdog,
+        Err(Error::InvalidArgument(
+            InvalidArgument::LeaseTooShort { .. }
+        ))
+    ));
+    assert!(matches!(
+        LockClient::connect(Vec::<String>::new()).await,
+        Err(Error::InvalidArgument(InvalidArgument::NoNodes))
+    ));
+
+    client.shutdown().await;
+    assert!(matches!(
+        client.get_lock("a").lock().await,
+        Err(Error::ShutDown)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_every_hold_at_once() {
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let waiting = client(&cluster).await;
+    let lock = holder.get_lock("service");
+    lock.lock().await.expect("lock");
+    lock.lock().await.expect("nested");
+    let signal = lock.lost_signal().expect("held");
+    holder.get_lock("other").lock().await.expect("lock");
+
+    holder.shutdown().await;
+    assert_eq!(cluster.count_keys("redlock:service"), 0);
+    assert_eq!(cluster.count_keys("redlock:other"), 0);
+    assert_eq!(signal.reason(), Some(LostReason::Shutdown));
+    let next = waiting.get_lock("service");
+    assert!(next.try_lock(Duration::ZERO, None).await.expect("free"));
+    next.unlock().await.expect("unlock");
+}
