@@ -73,6 +73,29 @@ impl Redlock {
         self.shared.nodes.quorum()
     }
 
+    /// Connects to every node now (in parallel, each within `timeout`) instead of on first use,
+    /// and returns how many answered `PING`. A node that is down is only counted out: it is
+    /// connected to again whenever it comes back.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it changes nothing but which connections are open.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(redlock: redlock_core::Redlock) {
+    /// let up = redlock.warm_up(std::time::Duration::from_secs(1)).await;
+    /// if up < redlock.quorum() {
+    ///     eprintln!("only {up} of {} nodes answer: locking will fail", redlock.nodes().len());
+    /// }
+    /// # }
+    /// ```
+    pub async fn warm_up(&self, timeout: Duration) -> usize {
+        let fan: FanOut<String> = self.nodes().query(&redis::cmd("PING"), timeout).await;
+        fan.answered()
+    }
+
     /// Takes the lock `name` for `lease`, retrying by the configured [`RetryPolicy`](crate::RetryPolicy)
     /// while it is contended or a quorum is missing.
     ///

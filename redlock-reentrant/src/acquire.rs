@@ -63,9 +63,15 @@ pub(crate) async fn attempt(
     let cell = inner.holds.cell(&target.hold);
     let state = Arc::clone(&cell.state).lock_owned().await;
     let mut guard = AttemptGuard::arm(Arc::clone(inner), target.clone(), Arc::clone(&cell), state);
-    if guard.state().lost_reason().is_some() {
-        // The previous hold was lost; this owner starts afresh.
-        guard.state().clear(&cell);
+    if let Some(reason) = guard.state().lost_reason() {
+        // A lost hold answers every operation with LockLost until it is unwound by unlocks;
+        // a nested acquisition must not quietly become a new hold.
+        let state = guard.disarm();
+        drop(state);
+        return Err(Error::LockLost {
+            name: target.name.to_string(),
+            reason,
+        });
     }
     let expected = guard.state().count;
     guard.expected_after = expected + 1;
@@ -95,19 +101,36 @@ pub(crate) async fn attempt(
                 .filter(|(status, _)| *status == NEW_HOLD)
                 .filter_map(|(_, candidate)| u64::try_from(*candidate).ok())
                 .collect();
-            match write_back_token(inner, target, &candidates, timeout, fan.quorum()).await {
-                Some(token) if in_time(started.elapsed()) => Some(token),
-                _ => None,
-            }
+            write_back_token(inner, target, &candidates, timeout, fan.quorum()).await
         } else {
-            cell.token()
+            // A hold being re-entered always has its token.
+            Ok(cell.token().unwrap_or_default())
         };
-        if let Some(token) = token {
-            let valid_until = started + (lease - drift);
-            let mut state = guard.disarm();
-            let lost = settle(&mut state, &cell, registration, mode, valid_until, token);
-            tracing::debug!(lock = %target.name, count = state.count, granted, "acquired");
-            return Ok(Outcome::Acquired(Acquired { token, lost }));
+        match token {
+            Ok(token) if in_time(started.elapsed()) => {
+                let valid_until = started + (lease - drift);
+                let mut state = guard.disarm();
+                let lost = settle(&mut state, &cell, registration, mode, valid_until, token);
+                tracing::debug!(lock = %target.name, count = state.count, granted, "acquired");
+                return Ok(Outcome::Acquired(Acquired { token, lost }));
+            }
+            Ok(_) | Err(None) => {}
+            Err(Some(mut written)) => {
+                // The fencing write-back did not reach a majority: without it the token could
+                // be smaller than a later holder's. Undo, and report the missing quorum.
+                guard.undo_now().await;
+                let state = guard.disarm();
+                drop(state);
+                drop(cell);
+                inner.holds.forget_if_idle(&target.hold);
+                return Err(Error::NoQuorum {
+                    name: target.name.to_string(),
+                    answered: written.count(|done| *done == 1),
+                    nodes: inner.redlock.nodes().len(),
+                    needed: written.quorum(),
+                    source: written.take_first_error(),
+                });
+            }
         }
     }
 
@@ -115,9 +138,7 @@ pub(crate) async fn attempt(
     // await is dropped, the guard undoes instead.
     guard.undo_now().await;
     let mut state = guard.disarm();
-    let failure = failure(
-        inner, target, &mut state, &cell, expected, granted, lease, fan,
-    );
+    let failure = failure(inner, target, &mut state, expected, granted, lease, fan);
     drop(state);
     drop(cell);
     inner.holds.forget_if_idle(&target.hold);
@@ -130,7 +151,6 @@ fn failure(
     inner: &Inner,
     target: &Target,
     state: &mut HoldState,
-    cell: &HoldCell,
     expected: u32,
     granted: usize,
     lease: Duration,
@@ -159,13 +179,25 @@ fn failure(
         }
         .into());
     }
-    if expected > 0 && fan.answered() - granted >= fan.quorum() {
-        // A nested acquisition that a majority no longer knows of: the hold is gone.
+    if expected > 0 {
+        // A nested acquisition never waits for another holder: this owner's hold is there or
+        // it is gone. Gone when even the nodes that did not answer could not make a majority.
+        let unanswered = fan.replies().len() - fan.answered();
+        if granted + unanswered >= fan.quorum() {
+            return Err(Error::NoQuorum {
+                name: target.name.to_string(),
+                answered: granted,
+                nodes: inner.redlock.nodes().len(),
+                needed: fan.quorum(),
+                source: fan.take_first_error(),
+            });
+        }
         let reason = state.lost_reason().unwrap_or(LostReason::NotOwner);
         if let Some(lost) = &state.lost {
             lost.fire(reason);
         }
-        state.clear(cell);
+        // Stays lost until its unlocks unwind it.
+        state.registration = None;
         return Err(Error::LockLost {
             name: target.name.to_string(),
             reason,
@@ -180,18 +212,18 @@ fn failure(
     Ok(Outcome::Held { ttl })
 }
 
-/// Picks the new hold's token and writes it back until a majority stands at it. `None` when
-/// the write-back did not reach a majority (the attempt then fails and is undone).
+/// Picks the new hold's token and writes it back until a majority stands at it. On failure,
+/// the write-back's answers (`None` when there was no candidate to choose from).
 async fn write_back_token(
     inner: &Inner,
     target: &Target,
     candidates: &[u64],
     timeout: Duration,
     quorum: usize,
-) -> Option<u64> {
-    let choice = choose_token(candidates, quorum)?;
+) -> Result<u64, Option<FanOut<i64>>> {
+    let choice = choose_token(candidates, quorum).ok_or(None)?;
     if !choice.needs_write_back {
-        return Some(choice.token);
+        return Ok(choice.token);
     }
     let call = FENCE
         .call()
@@ -200,7 +232,11 @@ async fn write_back_token(
         .arg(target.owner())
         .arg(choice.token);
     let written: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
-    (written.count(|done| *done == 1) >= quorum).then_some(choice.token)
+    if written.has_quorum(|done| *done == 1) {
+        Ok(choice.token)
+    } else {
+        Err(Some(written))
+    }
 }
 
 /// Records a successful acquisition in the hold and starts (or updates) its watchdog entry.

@@ -235,11 +235,12 @@ impl LockClientBuilder {
         self
     }
 
-    /// Builds the client and starts its watchdog task on the current tokio runtime.
+    /// Builds the client, starts its watchdog task on the current tokio runtime, and connects to
+    /// every node (waiting at most five per-node timeouts; nodes that are down do not fail it).
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: nothing is connected before the first lock operation.
+    /// Cancel safe: dropping it leaves only pooled connections, closed with the pools.
     ///
     /// # Errors
     ///
@@ -249,6 +250,16 @@ impl LockClientBuilder {
         let redlock = Redlock::new(self.redlock)?;
         let watchdog = Watchdog::start(redlock.clone(), self.watchdog)?;
         let timeout = redlock.config().node_timeout_for(watchdog.timeout());
+        // Connect now, so the first lock does not pay for it; nodes that are down are only
+        // counted out (a minority may be).
+        let up = redlock.warm_up(timeout * 5).await;
+        if up < redlock.quorum() {
+            tracing::warn!(
+                up,
+                nodes = redlock.nodes().len(),
+                "fewer nodes answer than a quorum needs"
+            );
+        }
         let wakeups = Arc::new(Wakeups::new(redlock.nodes(), timeout));
         let fence_key = format!("{}{}", redlock.config().key_prefix, FENCE_COUNTER);
         Ok(LockClient {

@@ -29,7 +29,11 @@ pub(crate) async fn unlock(inner: &Arc<Inner>, target: &Target) -> Result<u32, E
     };
     let mut state = cell.state.lock().await;
     if let Some(reason) = state.lost_reason() {
-        state.clear(&cell);
+        // Unwinding a lost hold: one unlock per acquisition, each told the hold was lost.
+        state.count = state.count.saturating_sub(1);
+        if state.count == 0 {
+            state.clear(&cell);
+        }
         drop(state);
         drop(cell);
         inner.holds.forget_if_idle(&target.hold);
@@ -84,7 +88,12 @@ pub(crate) async fn unlock(inner: &Arc<Inner>, target: &Target) -> Result<u32, E
             if let Some(lost) = &state.lost {
                 lost.fire(reason);
             }
-            state.clear(&cell);
+            state.registration = None;
+            state.pending_unlock = None;
+            state.count -= 1;
+            if state.count == 0 {
+                state.clear(&cell);
+            }
             break Err(Error::LockLost {
                 name: target.name.to_string(),
                 reason,
@@ -148,34 +157,51 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
 }
 
 /// Releases every hold of this client (shutdown): each lock it holds is deleted whatever its
-/// nesting depth.
+/// nesting depth, in batches per node like renewal.
 pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
     let timeout = inner
         .redlock
         .config()
         .node_timeout_for(inner.watchdog.timeout());
-    join_all(inner.holds.all().into_iter().map(|(hold, cell)| async move {
-        let mut state = cell.state.lock().await;
-        if state.count == 0 {
-            return;
+    let mut held = Vec::new();
+    for (hold, cell) in inner.holds.all() {
+        let mut state = Arc::clone(&cell.state).lock_owned().await;
+        if state.count > 0 {
+            state.registration = None;
+            held.push((hold, cell, state));
         }
-        state.registration = None;
-        let channel = format!("{}:released", hold.key);
-        let call = ABANDON
-            .call()
-            .key(&*hold.key)
-            .arg(&*hold.owner)
-            .arg(&channel)
-            .arg(uuid::Uuid::new_v4().to_string())
-            .by_source();
-        let fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
-        if fan.answered() < fan.quorum() {
-            tracing::warn!(key = %hold.key, "shutdown could not release a lock; it expires with its lease");
-        }
+    }
+    let batch_size = inner.watchdog.config().batch_size;
+    let message = uuid::Uuid::new_v4().to_string();
+    let channels: Vec<String> = held
+        .iter()
+        .map(|(hold, _, _)| format!("{}:released", hold.key))
+        .collect();
+    let calls: Vec<_> = held
+        .chunks(batch_size)
+        .zip(channels.chunks(batch_size))
+        .map(|(batch, channels)| {
+            batch.iter().zip(channels).fold(
+                ABANDON.call().arg(&message).by_source(),
+                |call, ((hold, _, _), channel)| call.key(&*hold.key).arg(&*hold.owner).arg(channel),
+            )
+        })
+        .collect();
+    let fans: Vec<FanOut<i64>> = join_all(
+        calls
+            .iter()
+            .map(|call| inner.redlock.nodes().run_script(call, timeout)),
+    )
+    .await;
+    if fans.iter().any(|fan| fan.answered() < fan.quorum()) {
+        tracing::warn!(
+            "shutdown could not reach a majority for some locks; they expire with their lease"
+        );
+    }
+    for (_, cell, mut state) in held {
         if let Some(lost) = &state.lost {
             lost.fire(LostReason::Shutdown);
         }
         state.clear(&cell);
-    }))
-    .await;
+    }
 }

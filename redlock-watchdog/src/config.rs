@@ -49,4 +49,18 @@ impl WatchdogConfig {
     pub fn retry_interval(&self) -> Duration {
         self.renew_interval() / 4
     }
+
+    /// How long one node may take to answer a renewal batch: the quorum's per-node timeout, or a
+    /// quarter of the interval if that is longer. Renewal is not in a hurry, it has a deadline: a
+    /// batch of hundreds of locks on a busy node deserves more time than one lock operation.
+    pub fn renew_request_timeout(&self, node_timeout: Duration) -> Duration {
+        node_timeout.max(self.renew_interval() / 4)
+    }
+
+    /// How long before the end of its validity an unconfirmed hold is declared lost: a round in
+    /// flight when the deadline passes, and one more that could still confirm it. The holder is
+    /// told while the lock is still its own.
+    pub fn lost_margin(&self, node_timeout: Duration) -> Duration {
+        self.renew_request_timeout(node_timeout) * 2
+    }
 }

@@ -17,14 +17,20 @@ use crate::watchdog::Shared;
 use crate::LostReason;
 
 /// Runs until the watchdog is shut down or dropped.
-pub(crate) async fn run(shared: Weak<Shared>, reschedule: Arc<Notify>, shutdown: CancellationToken) {
+pub(crate) async fn run(
+    shared: Weak<Shared>,
+    reschedule: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
     let Some(interval) = shared.upgrade().map(|s| s.config.renew_interval()) else {
         return;
     };
     let mut next_round = Instant::now() + interval;
     loop {
         let wake_at = match shared.upgrade() {
-            Some(shared) => shared.next_deadline().map_or(next_round, |d| d.min(next_round)),
+            Some(shared) => shared
+                .next_deadline()
+                .map_or(next_round, |d| d.min(next_round)),
             None => return,
         };
         tokio::select! {
@@ -35,6 +41,7 @@ pub(crate) async fn run(shared: Weak<Shared>, reschedule: Arc<Notify>, shutdown:
         let Some(shared) = shared.upgrade() else {
             return;
         };
+        shared.declare_overdue_lost();
         if Instant::now() >= next_round {
             let started = Instant::now();
             let healthy = {
@@ -42,9 +49,13 @@ pub(crate) async fn run(shared: Weak<Shared>, reschedule: Arc<Notify>, shutdown:
                 shared.renew_all().await
             };
             let config = &shared.config;
+            // A round of many batches takes a while, and its last renewals land that much after
+            // its start: start the next one as much earlier, so each lock is renewed about once
+            // per interval and its PTTL stays near two thirds of the lease at its lowest.
+            let took = started.elapsed();
             next_round = started
                 + if healthy {
-                    config.renew_interval()
+                    config.renew_interval().saturating_sub(took)
                 } else {
                     config.retry_interval()
                 };
@@ -60,10 +71,13 @@ struct Due {
 }
 
 impl Shared {
-    /// How long before the end of its validity a renewed hold counts as lost: the time one more
-    /// renewal round may take. A holder is told while the lock is still its own.
-    fn lost_margin(&self) -> Duration {
+    fn node_timeout(&self) -> Duration {
         self.redlock.config().node_timeout_for(self.config.timeout)
+    }
+
+    /// See [`WatchdogConfig::lost_margin`](crate::WatchdogConfig::lost_margin).
+    fn lost_margin(&self) -> Duration {
+        self.config.lost_margin(self.node_timeout())
     }
 
     /// When the next hold's validity runs out, if any.
@@ -73,9 +87,7 @@ impl Shared {
             .iter()
             .filter_map(|entry| match entry.state {
                 EntryState::Pending => None,
-                EntryState::Renewed { valid_until, .. } => {
-                    Some(before(valid_until, margin))
-                }
+                EntryState::Renewed { valid_until, .. } => Some(before(valid_until, margin)),
                 EntryState::Fixed { valid_until } => Some(Instant::from_std(valid_until)),
             })
             .min()
@@ -136,7 +148,7 @@ impl Shared {
         }
         let lease = self.config.timeout;
         let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
-        let timeout = self.redlock.config().node_timeout_for(lease);
+        let timeout = self.config.renew_request_timeout(self.node_timeout());
         let batches: Vec<&[Due]> = due.chunks(self.config.batch_size).collect();
         let calls: Vec<_> = batches
             .iter()
@@ -157,9 +169,11 @@ impl Shared {
         let mut healthy = true;
         let mut renewed = 0;
         for (batch, fan) in batches.iter().zip(&fans) {
-            let valid_until = validity(lease, fan.elapsed(), drift).map(|_| fan.started() + (lease - drift));
+            let valid_until =
+                validity(lease, fan.elapsed(), drift).map(|_| fan.started() + (lease - drift));
             for (position, hold) in batch.iter().enumerate() {
-                let said = |answer: i64| fan.count(|replies| replies.get(position) == Some(&answer));
+                let said =
+                    |answer: i64| fan.count(|replies| replies.get(position) == Some(&answer));
                 let (confirmed, denied) = (said(1), said(0));
                 match valid_until {
                     Some(valid_until) if confirmed >= fan.quorum() => {

@@ -80,12 +80,17 @@ impl Watchdog {
         if timeout.is_zero() || config.renew_interval().is_zero() {
             return Err(InvalidArgument::ZeroLease);
         }
-        let minimum =
-            (redlock.config().node_timeout_for(timeout) + redlock.config().drift_for(timeout)) * 3;
-        if timeout <= minimum || config.renew_interval() >= timeout {
+        // A renewal started one interval after the last confirmed one must be able to confirm
+        // before the hold is declared lost.
+        let node_timeout = redlock.config().node_timeout_for(timeout);
+        let minimum = config.renew_interval()
+            + config.lost_margin(node_timeout)
+            + redlock.config().drift_for(timeout);
+        if timeout <= minimum || timeout <= (node_timeout + redlock.config().drift_for(timeout)) * 3
+        {
             return Err(InvalidArgument::LeaseTooShort {
                 lease: timeout,
-                minimum,
+                minimum: minimum.max((node_timeout + redlock.config().drift_for(timeout)) * 3),
             });
         }
         let shared = Arc::new(Shared {
@@ -155,7 +160,12 @@ impl Watchdog {
     /// ([`LostReason::Shutdown`]); their locks expire within one timeout.
     pub fn shutdown(&self) {
         self.shared.shutdown.cancel();
-        let ids: Vec<u64> = self.shared.entries.iter().map(|entry| *entry.key()).collect();
+        let ids: Vec<u64> = self
+            .shared
+            .entries
+            .iter()
+            .map(|entry| *entry.key())
+            .collect();
         for id in ids {
             self.shared.declare_lost(id, LostReason::Shutdown);
         }

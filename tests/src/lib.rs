@@ -26,11 +26,15 @@
 
 mod cluster;
 mod error;
+mod holder;
 mod lock_fixtures;
+mod monitor;
 mod probe;
 mod server;
 
 pub use cluster::RedisCluster;
 pub use error::{HarnessError, INSTALL_HINT};
+pub use holder::HolderProcess;
 pub use lock_fixtures::{eventually, eventually_async, pttls};
+pub use monitor::Monitor;
 pub use server::{RedisServer, RedisServerBuilder, REDIS_SERVER_BIN_ENV};

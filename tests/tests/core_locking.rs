@@ -88,8 +88,14 @@ async fn lifecycle_on_five_masters() {
 
 async fn expiry_on(nodes: usize) {
     let cluster = RedisCluster::start(nodes);
-    let client = redlock(&cluster);
-    let lease = Duration::from_millis(400);
+    // A short lease, but a per-node timeout and retries that a busy test machine cannot trip.
+    let client = Redlock::new(RedlockConfig {
+        node_timeout: Some(Duration::from_millis(100)),
+        ..RedlockConfig::with_nodes(cluster.urls())
+    })
+    .expect("valid config");
+    assert_eq!(client.warm_up(Duration::from_secs(1)).await, nodes);
+    let lease = Duration::from_millis(600);
 
     let held = client.acquire("expiring", lease).await.expect("granted");
     let acquired_at = Instant::now();

@@ -1,9 +1,14 @@
--- Give up every nested hold of one owner at once (client shutdown), and announce the release.
--- KEYS[1]: the lock hash. ARGV[1]: the owner. ARGV[2]: the lock's channel. ARGV[3]: the message.
--- Returns 1 when the owner's lock was deleted, 0 when it did not hold it here.
-if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-    return 0
+-- Give up every nested hold of many locks at once (client shutdown), and announce each release.
+-- KEYS[i]: a lock hash. ARGV[1]: the release message. ARGV[2i]: the owner of KEYS[i].
+-- ARGV[2i + 1]: the channel of KEYS[i].
+-- Returns how many of the locks were this process's and were deleted.
+local released = 0
+for i, key in ipairs(KEYS) do
+    local owner, channel = ARGV[2 * i], ARGV[2 * i + 1]
+    if redis.call('type', key)['ok'] == 'hash' and redis.call('hexists', key, owner) == 1 then
+        redis.call('del', key)
+        redis.call('publish', channel, ARGV[1])
+        released = released + 1
+    end
 end
-redis.call('del', KEYS[1])
-redis.call('publish', ARGV[2], ARGV[3])
-return 1
+return released

@@ -1,0 +1,88 @@
+//! A child process that takes one lock with the watchdog and holds it until it is killed.
+//!
+//! `holder NAME TIMEOUT_MS URL...` builds a `LockClient` on the masters `URL...` with a
+//! `TIMEOUT_MS` watchdog timeout, waits for the lock `NAME` (`RLock::acquire`), prints
+//! `ACQUIRED <fencing token>` and holds it: its watchdog renews the lease every third of the
+//! timeout for as long as the process runs. If the hold's lost signal fires, it prints
+//! `LOST <reason>` and keeps running with the guard still in hand, so a test can watch what a
+//! holder that lost its lock does next.
+//!
+//! It never exits on its own while the process that started it lives (a test kills it); once
+//! that parent is gone it exits, so an aborted test run leaves no holder renewing. Bad arguments
+//! or a failed acquisition print to standard error and exit with status 2.
+//!
+//! The harness drives it through `redlock_tests::HolderProcess`.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use nix::unistd::{getppid, Pid};
+use redlock_reentrant::LockClient;
+
+/// How often the holder checks that the process that started it is still there.
+const PARENT_CHECK: Duration = Duration::from_millis(500);
+
+const USAGE: &str = "usage: holder NAME TIMEOUT_MS URL...";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let parent = getppid();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((name, timeout, urls)) = parse(&args) else {
+        eprintln!("holder: bad arguments {args:?}\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let client = match LockClient::builder()
+        .nodes(urls)
+        .watchdog_timeout(timeout)
+        .build()
+        .await
+    {
+        Ok(client) => client,
+        Err(err) => {
+            eprintln!("holder: could not build the client: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let guard = match client.get_lock(name).acquire().await {
+        Ok(guard) => guard,
+        Err(err) => {
+            eprintln!("holder: could not acquire the lock: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    say(&format!("ACQUIRED {}", guard.fencing_token()));
+
+    tokio::select! {
+        reason = guard.lost() => say(&format!("LOST {reason:?}: {reason}")),
+        () = parent_gone(parent) => return ExitCode::SUCCESS,
+    }
+    // Lost, but still running and still holding the guard: nothing may bring the lock back.
+    parent_gone(parent).await;
+    drop(guard);
+    ExitCode::SUCCESS
+}
+
+/// `NAME TIMEOUT_MS URL...`.
+fn parse(args: &[String]) -> Option<(&str, Duration, &[String])> {
+    let [name, timeout_ms, urls @ ..] = args else {
+        return None;
+    };
+    let timeout = Duration::from_millis(timeout_ms.parse().ok()?);
+    (!urls.is_empty()).then_some((name.as_str(), timeout, urls))
+}
+
+/// Writes one line to standard output and flushes it, so the test sees it at once. A closed pipe
+/// only means nobody listens any more: the holder keeps holding.
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
+/// Resolves once the process that started the holder is gone (the holder was re-parented).
+async fn parent_gone(parent: Pid) {
+    while getppid() == parent {
+        tokio::time::sleep(PARENT_CHECK).await;
+    }
+}
