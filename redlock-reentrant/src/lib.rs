@@ -74,3 +74,8 @@ pub use redlock_core::{
 };
 pub use redlock_watchdog::{LostReason, LostSignal, Watchdog, WatchdogConfig, WatchdogStats};
 pub use tokio_util::sync::CancellationToken;
+
+/// The README's example compiles (checked by `cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExample;

@@ -12,8 +12,9 @@ pub enum LostReason {
     /// force-unlocked, or a node restarted empty.
     #[error("the lock is no longer held by this owner on a majority of nodes")]
     NotOwner,
-    /// Renewals stopped reaching a majority and the validity of the last confirmed one ran out.
-    #[error("renewals did not reach a majority of nodes before the lease ran out")]
+    /// No renewal was confirmed by a majority before the validity of the last confirmed one ran
+    /// out: nodes down or unreachable, or this process paused past its lease.
+    #[error("no renewal was confirmed by a majority of nodes before the lease ran out")]
     QuorumLost,
     /// The configured maximum hold time was reached; renewal stopped and the lease ran out.
     #[error("the maximum hold time was reached and the lease ran out")]

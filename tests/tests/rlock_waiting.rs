@@ -61,8 +61,11 @@ async fn try_lock_gives_up_after_about_its_wait() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_the_waiter_long_before_the_lease_would_end() {
-    for nodes in [1, 5] {
+    for (nodes, dead) in [(1, 0), (5, 0), (5, 2)] {
         let cluster = RedisCluster::start(nodes);
+        for node in 0..dead {
+            cluster.kill(node);
+        }
         let holder = client(&cluster).await;
         let waiting = client(&cluster).await;
         let held = holder.get_lock("handover");
@@ -89,7 +92,7 @@ async fn a_release_wakes_the_waiter_long_before_the_lease_would_end() {
         let (got, woke) = waiter.await.expect("task");
         assert!(got.expect("try_lock"), "the waiter takes the released lock");
         let handover = woke - released;
-        eprintln!("{nodes} node(s): hand-over {handover:?} after the release");
+        eprintln!("{nodes} node(s), {dead} dead: hand-over {handover:?} after the release");
         assert!(
             handover < Duration::from_secs(5),
             "woken by the message, not the 30 s fallback: {handover:?}"

@@ -1,0 +1,385 @@
+//! The watchdog across processes: a child process holding a lock keeps it renewed while it
+//! runs, loses it when killed or frozen past its lease, never renews it back once lost, and a
+//! waiting process takes over from a killed one.
+//!
+//! Every holder here is a real process (the `holder` binary, driven by `HolderProcess`) on five
+//! masters, with a 3 s watchdog timeout renewed every 1 s: the ratio of the 30 s / 10 s default.
+//! Timings are asserted against that lease with margins of a second or more, never tightly; the
+//! figures are printed (`--nocapture` shows them).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use redlock_reentrant::{LockClient, RLock};
+use redlock_tests::{pttls, HolderProcess, RedisCluster};
+
+const NODES: usize = 5;
+/// The watchdog timeout of every client here, the holders' included; renewed every third.
+const TIMEOUT: Duration = Duration::from_secs(3);
+/// A renewed lease is reset every `TIMEOUT / 3` = 1 s, so its PTTL stays near 2 s or above; it
+/// must never fall below this.
+const PTTL_FLOOR: Duration = Duration::from_millis(1500);
+/// How long past its lease a lock may take to free and be taken: the waiter's wake-up, a round
+/// trip, a loaded machine.
+const LATE: Duration = Duration::from_millis(1500);
+/// No lock may free sooner than this after its holder stops renewing: the last renewal was at
+/// most one interval (1 s) earlier, so at least 2 s of its 3 s lease are left.
+const EARLIEST_FREE: Duration = Duration::from_millis(1500);
+/// How often the PTTL is sampled.
+const SAMPLE: Duration = Duration::from_millis(100);
+/// How long the frozen holder stays frozen: well past its lease.
+const FREEZE: Duration = Duration::from_secs(5);
+/// The in-test client's per-node timeout.
+const OBSERVER_NODE_TIMEOUT: Duration = Duration::from_millis(500);
+
+fn spawn_holder(cluster: &RedisCluster, name: &str) -> HolderProcess {
+    HolderProcess::spawn(env!("CARGO_BIN_EXE_holder"), name, TIMEOUT, &cluster.urls())
+}
+
+/// The in-test client: the observer and rival of the holder processes. Its per-node timeout is
+/// generous, so a loaded machine does not fail an inspection; the holders under test keep the
+/// defaults.
+async fn client(cluster: &RedisCluster) -> LockClient {
+    LockClient::builder()
+        .nodes(cluster.urls())
+        .watchdog_timeout(TIMEOUT)
+        .node_timeout(OBSERVER_NODE_TIMEOUT)
+        .build()
+        .await
+        .expect("client")
+}
+
+fn lock_key(client: &LockClient, name: &str) -> String {
+    client.redlock().config().key_for(name)
+}
+
+/// The lock hash (owner field -> hold count) on each running node.
+fn hashes(cluster: &RedisCluster, key: &str) -> Vec<BTreeMap<String, String>> {
+    cluster
+        .nodes()
+        .iter()
+        .filter(|node| node.is_running())
+        .map(|node| {
+            redis::cmd("HGETALL")
+                .arg(key)
+                .query(&mut node.connection())
+                .expect("HGETALL")
+        })
+        .collect()
+}
+
+/// How many times the in-test client asks again when too few nodes answered in time.
+const OBSERVER_RETRIES: u32 = 3;
+
+/// Whether `lock` can be taken at once (and then it is held). Asked again when too few nodes
+/// answered in time (a loaded machine): a missing answer is not a "no".
+async fn takes_at_once(lock: &RLock) -> bool {
+    let mut retries = 0;
+    loop {
+        match lock.try_lock(Duration::ZERO, None).await {
+            Ok(taken) => return taken,
+            Err(err) if err.is_retryable() && retries < OBSERVER_RETRIES => retries += 1,
+            Err(err) => panic!("try_lock failed: {err}"),
+        }
+    }
+}
+
+/// `lock`'s owner's hold count, asked again when too few nodes answered in time.
+async fn hold_count(lock: &RLock) -> u32 {
+    let mut retries = 0;
+    loop {
+        match lock.hold_count().await {
+            Ok(count) => return count,
+            Err(err) if err.is_retryable() && retries < OBSERVER_RETRIES => retries += 1,
+            Err(err) => panic!("hold_count failed: {err}"),
+        }
+    }
+}
+
+/// The holder (owner field, hold count) of the lock hash on each running node, `None` where the
+/// key is absent: a Redlock hold needs a majority of nodes, not all of them (a node that was
+/// slow during the acquisition may have missed it). No node may have two owners.
+fn owners(cluster: &RedisCluster, key: &str) -> Vec<Option<(String, String)>> {
+    hashes(cluster, key)
+        .into_iter()
+        .map(|hash| {
+            assert!(hash.len() <= 1, "two owners on one node: {hash:?}");
+            hash.into_iter().next()
+        })
+        .collect()
+}
+
+/// The PTTL that a majority of nodes still has: a lock cannot be taken again before it runs
+/// out, and a holder holds it as long as it runs. Absent keys count as zero.
+fn majority_pttl(ttls: &[i64]) -> Duration {
+    let mut ttls: Vec<u64> = ttls
+        .iter()
+        .map(|&ttl| u64::try_from(ttl).unwrap_or(0))
+        .collect();
+    ttls.sort_unstable();
+    Duration::from_millis(ttls[ttls.len() / 2])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_living_holder_keeps_its_lock_renewed_for_many_timeouts() {
+    let cluster = RedisCluster::start(NODES);
+    let holder = spawn_holder(&cluster, "renewed");
+    let client = client(&cluster).await;
+    let lock = client.get_lock("renewed");
+    let key = lock_key(&client, "renewed");
+    // The control: a lease of the same length that nothing renews. The same sampling must see
+    // it free, or the checks below would prove nothing.
+    let control = client.get_lock("control");
+    assert!(control
+        .try_lock(Duration::ZERO, Some(TIMEOUT))
+        .await
+        .expect("control lock"));
+    let control_key = lock_key(&client, "control");
+
+    let started = Instant::now();
+    let mut min_pttl = Duration::MAX;
+    let mut control_min = Duration::MAX;
+    let mut control_freed = None;
+    let mut samples = 0_u32;
+    let mut rivals = 0_u32;
+    while started.elapsed() < TIMEOUT * 3 {
+        let ttls = pttls(&cluster, &key);
+        let ttl = majority_pttl(&ttls);
+        assert!(
+            !ttl.is_zero(),
+            "the holder's lock is gone or has no expiry on a majority after {:?}: PTTLs {ttls:?}",
+            started.elapsed()
+        );
+        min_pttl = min_pttl.min(ttl);
+
+        let control_ttl = majority_pttl(&pttls(&cluster, &control_key));
+        if !control_ttl.is_zero() {
+            control_min = control_min.min(control_ttl);
+        } else if control_freed.is_none() {
+            control_freed = Some(started.elapsed());
+        }
+
+        if samples.is_multiple_of(5) {
+            assert!(
+                !takes_at_once(&lock).await,
+                "another client took the lock {:?} into a living holder's hold",
+                started.elapsed()
+            );
+            rivals += 1;
+        }
+        samples += 1;
+        tokio::time::sleep(SAMPLE).await;
+    }
+    let held_for = started.elapsed();
+    println!(
+        "held {held_for:?} (timeout {TIMEOUT:?}): min PTTL on a majority {min_pttl:?} over \
+         {samples} samples, \
+         {rivals} rival try_lock refused; unrenewed control: min PTTL while held {control_min:?}, \
+         freed after {control_freed:?}"
+    );
+
+    assert!(
+        min_pttl > PTTL_FLOOR,
+        "a renewed lease fell to {min_pttl:?} (floor {PTTL_FLOOR:?})"
+    );
+    // Sampled like the holder's lock, the unrenewed one was seen gone, which fails that check.
+    let control_freed = control_freed.expect("the sampling saw the unrenewed control lock free");
+    assert!(
+        control_freed < TIMEOUT + LATE,
+        "the control freed after {control_freed:?}"
+    );
+
+    // Still the holder's: one owner on a majority, the same everywhere, not this client, count 1.
+    let owners: Vec<(String, String)> = owners(&cluster, &key).into_iter().flatten().collect();
+    assert!(owners.len() > NODES / 2, "held on a majority: {owners:?}");
+    assert!(owners.iter().all(|owner| *owner == owners[0]), "{owners:?}");
+    assert!(!owners[0].0.starts_with(client.id()), "{owners:?}");
+    assert_eq!(owners[0].1, "1");
+    assert!(holder.is_running());
+    assert_eq!(
+        holder.wait_for_line("LOST", Duration::ZERO),
+        None,
+        "a living holder was told it lost the lock"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holder_frees_the_lock_within_one_timeout() {
+    let cluster = RedisCluster::start(NODES);
+    let holder = spawn_holder(&cluster, "crashed");
+    let client = client(&cluster).await;
+    let lock = client.get_lock("crashed");
+    let key = lock_key(&client, "crashed");
+    // Let a renewal happen first, so the kill lands inside a renewal interval.
+    tokio::time::sleep(TIMEOUT / 2).await;
+
+    let before = pttls(&cluster, &key);
+    assert!(
+        !majority_pttl(&before).is_zero(),
+        "held before the kill: {before:?}"
+    );
+    holder.kill();
+    let killed = Instant::now();
+    let guard = lock
+        .try_acquire(Duration::from_secs(10), None)
+        .await
+        .expect("try_acquire answers")
+        .expect("the lock frees once the killed holder's lease runs out");
+    let took = killed.elapsed();
+    let left = majority_pttl(&before);
+    println!(
+        "kill -> acquired in {took:?} (timeout {TIMEOUT:?}; lease left on a majority at the \
+         kill: {left:?}, PTTLs {before:?})"
+    );
+
+    assert!(
+        took < TIMEOUT + LATE,
+        "freed {took:?} after the kill, more than the timeout {TIMEOUT:?} + {LATE:?}"
+    );
+    assert!(
+        took > EARLIEST_FREE,
+        "free {took:?} after the kill, before the last renewal's lease could have run out"
+    );
+    assert!(
+        took + Duration::from_millis(100) >= left,
+        "free {took:?} after the kill, but a majority still had {left:?} of lease then"
+    );
+    assert!(guard.fencing_token() > holder.token());
+    guard.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_holder_loses_the_lock_and_never_renews_it_back() {
+    let cluster = RedisCluster::start(NODES);
+    let holder = spawn_holder(&cluster, "frozen");
+    let client = client(&cluster).await;
+    let lock = client.get_lock("frozen");
+    let key = lock_key(&client, "frozen");
+
+    holder.stop();
+    let frozen = Instant::now();
+    let guard = lock
+        .try_acquire(Duration::from_secs(10), None)
+        .await
+        .expect("try_acquire answers")
+        .expect("the frozen holder's lease runs out");
+    let took = frozen.elapsed();
+    assert!(holder.is_stopped(), "still frozen when taken over");
+    assert!(
+        took > EARLIEST_FREE && took < TIMEOUT + LATE,
+        "taken {took:?} after the freeze (timeout {TIMEOUT:?})"
+    );
+    assert!(guard.fencing_token() > holder.token());
+
+    tokio::time::sleep_until((frozen + FREEZE).into()).await;
+    holder.resume();
+    let resumed = Instant::now();
+    let lost = holder
+        .wait_for_line("LOST", TIMEOUT)
+        .unwrap_or_else(|| panic!("the resumed holder was not told: {:?}", holder.lines()));
+    let told = resumed.elapsed();
+
+    // Over several renewal intervals of both clients, the lock stays this client's.
+    let mut min_pttl = Duration::MAX;
+    let watch = Instant::now();
+    while watch.elapsed() < TIMEOUT + TIMEOUT / 3 {
+        assert_eq!(
+            hold_count(guard.lock()).await,
+            1,
+            "{:?} after the resume",
+            resumed.elapsed()
+        );
+        // On every node the only owner is this client, with count 1, on a majority at least:
+        // the resumed holder's field is nowhere.
+        let owners = owners(&cluster, &key);
+        let ours = owners
+            .iter()
+            .flatten()
+            .filter(|(owner, count)| owner.starts_with(client.id()) && count == "1")
+            .count();
+        assert!(
+            ours == owners.iter().flatten().count() && ours > NODES / 2,
+            "{:?} after the resume, the nodes have {owners:?}",
+            resumed.elapsed()
+        );
+        min_pttl = min_pttl.min(majority_pttl(&pttls(&cluster, &key)));
+        assert!(
+            !guard.is_lost(),
+            "the new holder was told it lost the lock: {:?}",
+            guard.lock().lost_signal().and_then(|lost| lost.reason())
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "frozen {FREEZE:?}: taken over {took:?} after the freeze; resumed holder printed \
+         {lost:?} {told:?} after the resume; new holder's min PTTL on a majority over the next {:?}: \
+         {min_pttl:?}",
+        watch.elapsed()
+    );
+    assert!(
+        min_pttl > PTTL_FLOOR,
+        "the new holder's lease fell to {min_pttl:?}"
+    );
+    assert!(holder.is_running(), "the lost holder keeps running");
+    let acquired = holder
+        .lines()
+        .iter()
+        .filter(|line| line.starts_with("ACQUIRED"))
+        .count();
+    assert_eq!(acquired, 1, "{:?}", holder.lines());
+
+    guard
+        .unlock()
+        .await
+        .expect("this client still holds the lock");
+    assert_eq!(cluster.count_keys(&key), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_process_takes_over_when_the_holder_is_killed() {
+    let cluster = RedisCluster::start(NODES);
+    let first = spawn_holder(&cluster, "handover");
+    let second = HolderProcess::start(
+        env!("CARGO_BIN_EXE_holder"),
+        "handover",
+        TIMEOUT,
+        &cluster.urls(),
+    );
+    // Longer than a whole lease: the first holder's renewals keep the second out.
+    let waited = TIMEOUT + Duration::from_millis(500);
+    assert_eq!(
+        second.wait_acquired(waited),
+        None,
+        "the second process took a lock the first still holds"
+    );
+    assert!(
+        second.is_running(),
+        "the second holder died: {}",
+        second.stderr()
+    );
+
+    first.kill();
+    let killed = Instant::now();
+    let token = second.wait_acquired(TIMEOUT + LATE).unwrap_or_else(|| {
+        panic!(
+            "the waiting process did not take over: {:?}",
+            second.lines()
+        )
+    });
+    let took = killed.elapsed();
+    println!(
+        "kill -> waiting process acquired in {took:?} (timeout {TIMEOUT:?}); tokens {} -> {token}",
+        first.token()
+    );
+    assert!(
+        took > EARLIEST_FREE && took < TIMEOUT + LATE,
+        "taken over {took:?} after the kill"
+    );
+    assert!(token > first.token(), "{token} after {}", first.token());
+
+    let client = client(&cluster).await;
+    assert!(
+        !takes_at_once(&client.get_lock("handover")).await,
+        "the second process holds the lock"
+    );
+}
