@@ -150,6 +150,11 @@ impl RLock {
     /// `lease`: `None` for the watchdog lease (renewed), `Some` for a fixed one.
     /// Returns whether the lock was taken.
     ///
+    /// With `wait` zero it makes one attempt. On N > 1 nodes, rivals trying at the very same
+    /// moment can split the votes so that none gets a majority: each undoes its partial grants
+    /// and answers `false`. For "exactly one of these runs", give a small wait: the undo
+    /// announces a release, and the waiters try again.
+    ///
     /// # Cancel safety
     ///
     /// As [`RLock::lock`].
