@@ -19,14 +19,13 @@
 //! It starts three local Redis masters and stops them at the end (on Ctrl-C too), and exits
 //! with status 1 if a step does not behave as described.
 
-use std::error::Error as StdError;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redlock_reentrant::{Error, LockClient, RLock};
-use redlock_tests::{RedisCluster, RedisServer};
+mod support;
+use support::Result;
 
-type Result<T = (), E = Box<dyn StdError + Send + Sync>> = std::result::Result<T, E>;
+use redlock_reentrant::{Error, LockClient, RLock};
 
 /// Fails the example with a message unless the condition holds.
 macro_rules! check {
@@ -39,33 +38,7 @@ macro_rules! check {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // Three independent masters in their own process group: Ctrl-C reaches only us, and
-    // dropping `cluster` kills them.
-    let servers = RedisServer::builder().own_process_group(true);
-    let cluster = match RedisCluster::try_start_with(3, &servers) {
-        Ok(cluster) => cluster,
-        Err(err) => {
-            eprintln!("could not start redis-server: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    println!("started 3 Redis masters on ports {:?}", cluster.ports());
-
-    let outcome = tokio::select! {
-        result = run(cluster.urls()) => result,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("interrupted by Ctrl-C: stopping the servers");
-            return ExitCode::from(130); // returning drops `cluster`, which kills them
-        }
-    };
-    drop(cluster); // stops the servers
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("nested example FAILED: {err}");
-            ExitCode::FAILURE
-        }
-    }
+    support::with_three_masters("nested", run).await
 }
 
 async fn run(urls: Vec<String>) -> Result {

@@ -20,18 +20,17 @@
 //! with status 1 if a job is processed twice, a job is left undone, or the report does not run
 //! exactly once.
 
-use std::error::Error;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::Result;
+
 use redlock_reentrant::redis::{self, AsyncTypedCommands as _};
 use redlock_reentrant::LockClient;
-use redlock_tests::{RedisCluster, RedisServer};
 use tokio::sync::Barrier;
 use tokio::task::JoinSet;
-
-type Result<T = (), E = Box<dyn Error + Send + Sync>> = std::result::Result<T, E>;
 
 const WORKERS: usize = 3;
 const JOBS: u32 = 8;
@@ -51,33 +50,7 @@ macro_rules! say {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // Three independent masters in their own process group: Ctrl-C reaches only us, and
-    // dropping `cluster` kills them.
-    let servers = RedisServer::builder().own_process_group(true);
-    let cluster = match RedisCluster::try_start_with(3, &servers) {
-        Ok(cluster) => cluster,
-        Err(err) => {
-            eprintln!("could not start redis-server: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    say!("started 3 Redis masters on ports {:?}", cluster.ports());
-
-    let outcome = tokio::select! {
-        result = run(cluster.urls()) => result,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("interrupted by Ctrl-C: stopping the servers");
-            return ExitCode::from(130); // returning drops `cluster`, which kills them
-        }
-    };
-    drop(cluster); // stops the servers
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("worker example FAILED: {err}");
-            ExitCode::FAILURE
-        }
-    }
+    support::with_three_masters("worker", run).await
 }
 
 async fn run(urls: Vec<String>) -> Result {

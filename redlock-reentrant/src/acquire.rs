@@ -123,13 +123,11 @@ pub(crate) async fn attempt(
                 drop(state);
                 drop(cell);
                 inner.holds.forget_if_idle(&target.hold);
-                return Err(Error::NoQuorum {
-                    name: target.name.to_string(),
-                    answered: written.count(|done| *done == 1),
-                    nodes: inner.redlock.nodes().len(),
-                    needed: written.quorum(),
-                    source: written.take_first_error(),
-                });
+                return Err(Error::no_quorum(
+                    &target.name,
+                    written.count(|done| *done == 1),
+                    &mut written,
+                ));
             }
         }
     }
@@ -138,7 +136,7 @@ pub(crate) async fn attempt(
     // await is dropped, the guard undoes instead.
     guard.undo_now().await;
     let mut state = guard.disarm();
-    let failure = failure(inner, target, &mut state, expected, granted, lease, fan);
+    let failure = failure(target, &mut state, expected, granted, lease, fan);
     drop(state);
     drop(cell);
     inner.holds.forget_if_idle(&target.hold);
@@ -146,9 +144,7 @@ pub(crate) async fn attempt(
 }
 
 /// Why an attempt that a majority did not grant in time failed, or who holds the lock.
-#[allow(clippy::too_many_arguments)]
 fn failure(
-    inner: &Inner,
     target: &Target,
     state: &mut HoldState,
     expected: u32,
@@ -163,13 +159,7 @@ fn failure(
         });
     }
     if fan.answered() < fan.quorum() {
-        return Err(Error::NoQuorum {
-            name: target.name.to_string(),
-            answered: fan.answered(),
-            nodes: inner.redlock.nodes().len(),
-            needed: fan.quorum(),
-            source: fan.take_first_error(),
-        });
+        return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
     }
     if granted >= fan.quorum() {
         return Err(redlock_core::Error::ValidityExhausted {
@@ -184,13 +174,7 @@ fn failure(
         // it is gone. Gone when even the nodes that did not answer could not make a majority.
         let unanswered = fan.replies().len() - fan.answered();
         if granted + unanswered >= fan.quorum() {
-            return Err(Error::NoQuorum {
-                name: target.name.to_string(),
-                answered: granted,
-                nodes: inner.redlock.nodes().len(),
-                needed: fan.quorum(),
-                source: fan.take_first_error(),
-            });
+            return Err(Error::no_quorum(&target.name, granted, &mut fan));
         }
         let reason = state.lost_reason().unwrap_or(LostReason::NotOwner);
         if let Some(lost) = &state.lost {
@@ -251,6 +235,7 @@ fn settle(
     state.count += 1;
     if let Some(registration) = registration {
         state.lost = Some(registration.lost_signal().clone());
+        cell.set_lost(state.lost.clone());
         state.registration = Some(registration);
         cell.set_token(Some(token));
     }

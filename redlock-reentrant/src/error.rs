@@ -69,6 +69,22 @@ pub enum Error {
 }
 
 impl Error {
+    /// A missing quorum for the lock `name`: `answered` nodes gave the answer that counted, out
+    /// of the fan-out's nodes; the fan-out's first node failure is the source.
+    pub(crate) fn no_quorum<T>(
+        name: &str,
+        answered: usize,
+        fan: &mut redlock_core::FanOut<T>,
+    ) -> Self {
+        Error::NoQuorum {
+            name: name.to_owned(),
+            answered,
+            nodes: fan.replies().len(),
+            needed: fan.quorum(),
+            source: fan.take_first_error(),
+        }
+    }
+
     /// Whether another attempt may succeed (a missing quorum or a late grant).
     pub fn is_retryable(&self) -> bool {
         match self {

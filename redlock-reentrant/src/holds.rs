@@ -22,6 +22,8 @@ pub(crate) struct HoldCell {
     pub(crate) state: Arc<Mutex<HoldState>>,
     /// The fencing token of the current hold; 0 when there is none. Readable without waiting.
     token: AtomicU64,
+    /// The current hold's lost signal, readable without waiting for an operation in flight.
+    lost: std::sync::Mutex<Option<LostSignal>>,
 }
 
 /// What one owner's hold is now.
@@ -51,6 +53,7 @@ impl HoldState {
         self.lost = None;
         self.pending_unlock = None;
         cell.set_token(None);
+        cell.set_lost(None);
     }
 }
 
@@ -65,6 +68,21 @@ impl HoldCell {
 
     pub(crate) fn set_token(&self, token: Option<u64>) {
         self.token.store(token.unwrap_or(0), Ordering::Release);
+    }
+
+    /// The current hold's lost signal.
+    pub(crate) fn lost(&self) -> Option<LostSignal> {
+        self.lost
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_lost(&self, lost: Option<LostSignal>) {
+        *self
+            .lost
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = lost;
     }
 }
 

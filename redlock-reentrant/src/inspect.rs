@@ -43,13 +43,7 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
     }
     let quorum = fan.quorum();
     if fan.answered() < quorum {
-        return Err(Error::NoQuorum {
-            name: target.name.to_string(),
-            answered: fan.answered(),
-            nodes: inner.redlock.nodes().len(),
-            needed: quorum,
-            source: fan.take_first_error(),
-        });
+        return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
     }
     let locked = fan.has_quorum(|(exists, _, _)| *exists == 1);
     let hold_count = reached_by_majority(fan.values().map(|(_, count, _)| *count), quorum)

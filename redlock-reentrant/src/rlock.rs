@@ -366,9 +366,7 @@ impl RLock {
     /// The lost signal of this owner's current hold, if it holds the lock.
     pub fn lost_signal(&self) -> Option<LostSignal> {
         let target = self.target();
-        let cell = self.inner().holds.get(&target.hold)?;
-        let state = cell.state.try_lock().ok()?;
-        state.lost.clone()
+        self.inner().holds.get(&target.hold)?.lost()
     }
 
     /// Attempts until acquired, or until `wait` (if any) has passed while the lock is held by

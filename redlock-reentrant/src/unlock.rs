@@ -100,13 +100,8 @@ pub(crate) async fn unlock(inner: &Arc<Inner>, target: &Target) -> Result<u32, E
             });
         }
         if retry >= config.retry.retries {
-            break Err(Error::NoQuorum {
-                name: target.name.to_string(),
-                answered: fan.answered(),
-                nodes,
-                needed: fan.quorum(),
-                source: fan.take_first_error(),
-            });
+            let answered = fan.answered();
+            break Err(Error::no_quorum(&target.name, answered, &mut fan));
         }
         tokio::time::sleep(config.retry.delay(retry)).await;
         retry += 1;
@@ -145,13 +140,7 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
         }
     }
     if fan.answered() < fan.quorum() {
-        return Err(Error::NoQuorum {
-            name: target.name.to_string(),
-            answered: fan.answered(),
-            nodes: inner.redlock.nodes().len(),
-            needed: fan.quorum(),
-            source: fan.take_first_error(),
-        });
+        return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
     }
     Ok(fan.has_quorum(|deleted| *deleted == 1))
 }

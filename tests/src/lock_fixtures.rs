@@ -1,5 +1,5 @@
-//! Small helpers shared by the lock scenarios: polling a condition with a deadline, and reading
-//! a key's PTTL on every node.
+//! Small helpers shared by the lock scenarios: polling a condition with a deadline, reading a
+//! key's PTTL on every node, and a random generator whose seed a failure can be replayed with.
 
 use std::time::{Duration, Instant};
 
@@ -47,4 +47,15 @@ pub fn pttls(cluster: &RedisCluster, key: &str) -> Vec<i64> {
                 .unwrap_or_else(|e| panic!("PTTL on port {} failed: {e}", node.port()))
         })
         .collect()
+}
+
+/// A random generator seeded from `TEST_SEED` if set, else at random; the seed is printed so a
+/// failing run can be replayed with `TEST_SEED=<seed>`.
+pub fn seeded_rng() -> fastrand::Rng {
+    let seed = std::env::var("TEST_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("TEST_SEED={seed}");
+    fastrand::Rng::with_seed(seed)
 }

@@ -9,19 +9,10 @@
 use std::time::Duration;
 
 use redlock_core::{Redlock, RedlockConfig, RetryPolicy};
-use redlock_tests::{eventually_async, RedisCluster};
+use redlock_tests::{eventually_async, seeded_rng, RedisCluster};
 
 const LEASE: Duration = Duration::from_secs(60);
 const NODE_TIMEOUT: Duration = Duration::from_millis(60);
-
-fn seeded_rng() -> fastrand::Rng {
-    let seed = std::env::var("TEST_SEED")
-        .ok()
-        .and_then(|seed| seed.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
-    eprintln!("TEST_SEED={seed}");
-    fastrand::Rng::with_seed(seed)
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn an_acquisition_dropped_at_random_points_leaves_no_key() {

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use redlock_reentrant::LockClient;
-use redlock_tests::{eventually_async, RedisCluster};
+use redlock_tests::{eventually_async, seeded_rng, RedisCluster};
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(60);
 
@@ -36,15 +36,6 @@ async fn client(cluster: &RedisCluster) -> LockClient {
         .build()
         .await
         .expect("client")
-}
-
-fn seeded_rng() -> fastrand::Rng {
-    let seed = std::env::var("TEST_SEED")
-        .ok()
-        .and_then(|seed| seed.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
-    eprintln!("TEST_SEED={seed}");
-    fastrand::Rng::with_seed(seed)
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -1,0 +1,46 @@
+//! What every example shares: three local Redis masters for the length of the run, and Ctrl-C.
+
+use std::error::Error;
+use std::future::Future;
+use std::process::ExitCode;
+
+use redlock_tests::{RedisCluster, RedisServer};
+
+/// The outcome of an example's scenario.
+pub(crate) type Result<T = (), E = Box<dyn Error + Send + Sync>> = std::result::Result<T, E>;
+
+/// Starts three independent masters, runs `scenario` on their URLs, and turns its outcome into
+/// the exit code: 0, 1 when a step misbehaved, 130 on Ctrl-C.
+///
+/// The masters run in their own process group, so Ctrl-C reaches only the example, which then
+/// drops the cluster: dropping it kills them.
+pub(crate) async fn with_three_masters<F, Fut>(example: &str, scenario: F) -> ExitCode
+where
+    F: FnOnce(Vec<String>) -> Fut,
+    Fut: Future<Output = Result>,
+{
+    let servers = RedisServer::builder().own_process_group(true);
+    let cluster = match RedisCluster::try_start_with(3, &servers) {
+        Ok(cluster) => cluster,
+        Err(err) => {
+            eprintln!("could not start redis-server: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("started 3 Redis masters on ports {:?}", cluster.ports());
+    let outcome = tokio::select! {
+        outcome = scenario(cluster.urls()) => outcome,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("interrupted by Ctrl-C: stopping the servers");
+            return ExitCode::from(130);
+        }
+    };
+    drop(cluster);
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("{example} example FAILED: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
