@@ -170,6 +170,10 @@ pub enum NodeErrorKind {
     /// The node answered with an error or the connection broke mid-request.
     #[error("{0}")]
     Command(#[source] redis::RedisError),
+    /// The request was not sent to this node: an earlier answer made it pointless (see
+    /// [`NodeSet::run_script_on`](crate::NodeSet::run_script_on)).
+    #[error("not asked")]
+    NotAsked,
 }
 
 impl NodeError {
@@ -188,6 +192,11 @@ impl NodeError {
             .and_then(|rest| rest.split_whitespace().next())
             .unwrap_or("non-lock");
         Some(found.to_owned())
+    }
+
+    /// Whether the request was deliberately not sent to this node.
+    pub fn is_not_asked(&self) -> bool {
+        matches!(self.kind, NodeErrorKind::NotAsked)
     }
 
     /// Whether the node did not answer in time.

@@ -222,3 +222,28 @@ fn hide_secret(message: String, url: &str) -> String {
         _ => message,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Built alone (`cargo test -p redlock-core`), redis-rs has TLS only with `tls-rustls`;
+    /// in a workspace build another crate may turn it on, so the test asks redis-rs.
+    #[test]
+    fn a_tls_url_without_tls_support_says_so_without_the_password() {
+        let url = "rediss://:topsecret@127.0.0.1:6380";
+        let tls = redis::Client::open("rediss://127.0.0.1:6380").is_ok();
+        match Node::open(0, url, 1) {
+            Ok(node) => {
+                assert!(tls, "accepted without TLS support");
+                assert_eq!(node.address().as_str(), "rediss://:***@127.0.0.1:6380");
+            }
+            Err(err) => {
+                assert!(!tls, "refused with TLS support: {err}");
+                let shown = err.to_string();
+                assert!(shown.to_lowercase().contains("tls"), "{shown}");
+                assert!(!shown.contains("topsecret"), "{shown}");
+            }
+        }
+    }
+}

@@ -64,6 +64,36 @@ impl NodeSet {
         self.fan_out(|node| node.run_script(call, timeout)).await
     }
 
+    /// Runs a script on the nodes for which `ask(node index)` is true, at once, each within
+    /// `timeout`; the others reply [`NodeErrorKind::NotAsked`](crate::NodeErrorKind::NotAsked).
+    /// For follow-ups that only matter where an earlier fan-out landed.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`NodeSet::run_script`].
+    pub async fn run_script_on<T: FromRedisValue>(
+        &self,
+        call: &ScriptCall<'_>,
+        timeout: Duration,
+        ask: impl Fn(usize) -> bool,
+    ) -> FanOut<T> {
+        self.fan_out(|node| {
+            let asked = ask(node.index());
+            async move {
+                if asked {
+                    node.run_script(call, timeout).await
+                } else {
+                    Err(NodeError {
+                        index: node.index(),
+                        address: node.address().clone(),
+                        kind: crate::NodeErrorKind::NotAsked,
+                    })
+                }
+            }
+        })
+        .await
+    }
+
     /// Runs one command on every node at once, each within `timeout`.
     ///
     /// # Cancel safety
@@ -155,13 +185,17 @@ impl<T> FanOut<T> {
         self.replies.iter().filter_map(|reply| reply.as_ref().err())
     }
 
-    /// Takes the first node error out, for use as an error's source.
+    /// Takes the first node failure out (a node not asked is no failure), for use as an
+    /// error's source.
     pub fn take_first_error(&mut self) -> Option<NodeError> {
-        let position = self.replies.iter().position(Result::is_err)?;
+        let position = self
+            .replies
+            .iter()
+            .position(|reply| reply.as_ref().is_err_and(|err| !err.is_not_asked()))?;
         let placeholder = Err(NodeError {
             index: usize::MAX,
             address: crate::NodeAddress::redact(""),
-            kind: crate::NodeErrorKind::Timeout(Duration::ZERO),
+            kind: crate::NodeErrorKind::NotAsked,
         });
         std::mem::replace(&mut self.replies[position], placeholder).err()
     }

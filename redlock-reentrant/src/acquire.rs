@@ -91,6 +91,15 @@ pub(crate) async fn attempt(
         .arg(expected);
     let fan: FanOut<(i64, i64)> = inner.redlock.nodes().run_script(&call, timeout).await;
     let granted = fan.count(|(status, _)| *status == NEW_HOLD || *status == NESTED);
+    // Where the attempt may have applied: granted, or no answer to tell.
+    let landed: Vec<bool> = fan
+        .replies()
+        .iter()
+        .map(|reply| match reply {
+            Ok((status, _)) => *status == NEW_HOLD || *status == NESTED,
+            Err(_) => true,
+        })
+        .collect();
     let started = fan.started();
     let in_time = |elapsed: Duration| validity(lease, elapsed, drift).is_some();
 
@@ -101,7 +110,16 @@ pub(crate) async fn attempt(
                 .filter(|(status, _)| *status == NEW_HOLD)
                 .filter_map(|(_, candidate)| u64::try_from(*candidate).ok())
                 .collect();
-            write_back_token(inner, target, &candidates, timeout, fan.quorum()).await
+            let granted_new = |node: usize| matches!(fan.replies()[node], Ok((NEW_HOLD, _)));
+            write_back_token(
+                inner,
+                target,
+                &candidates,
+                timeout,
+                fan.quorum(),
+                granted_new,
+            )
+            .await
         } else {
             // A hold being re-entered always has its token.
             Ok(cell.token().unwrap_or_default())
@@ -118,7 +136,7 @@ pub(crate) async fn attempt(
             Err(Some(mut written)) => {
                 // The fencing write-back did not reach a majority: without it the token could
                 // be smaller than a later holder's. Undo, and report the missing quorum.
-                guard.undo_now().await;
+                guard.undo_now(|node| landed[node]).await;
                 let state = guard.disarm();
                 drop(state);
                 drop(cell);
@@ -134,7 +152,7 @@ pub(crate) async fn attempt(
 
     // Not acquired: undo wherever the attempt landed (a grant may have lost its reply). If this
     // await is dropped, the guard undoes instead.
-    guard.undo_now().await;
+    guard.undo_now(|node| landed[node]).await;
     let mut state = guard.disarm();
     let failure = failure(target, &mut state, expected, granted, lease, fan);
     drop(state);
@@ -196,14 +214,16 @@ fn failure(
     Ok(Outcome::Held { ttl })
 }
 
-/// Picks the new hold's token and writes it back until a majority stands at it. On failure,
-/// the write-back's answers (`None` when there was no candidate to choose from).
+/// Picks the new hold's token and writes it back, on the nodes that granted the hold, until a
+/// majority stands at it. On failure, the write-back's answers (`None` when there was no
+/// candidate to choose from).
 async fn write_back_token(
     inner: &Inner,
     target: &Target,
     candidates: &[u64],
     timeout: Duration,
     quorum: usize,
+    granted_new: impl Fn(usize) -> bool,
 ) -> Result<u64, Option<FanOut<i64>>> {
     let choice = choose_token(candidates, quorum).ok_or(None)?;
     if !choice.needs_write_back {
@@ -215,7 +235,13 @@ async fn write_back_token(
         .key(&inner.fence_key)
         .arg(target.owner())
         .arg(choice.token);
-    let written: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
+    // Only the nodes that granted this hold can take the write-back: the others would answer
+    // "not held here" at best, and a paused one would cost a whole per-node timeout.
+    let written: FanOut<i64> = inner
+        .redlock
+        .nodes()
+        .run_script_on(&call, timeout, granted_new)
+        .await;
     if written.has_quorum(|done| *done == 1) {
         Ok(choice.token)
     } else {
@@ -283,8 +309,8 @@ impl AttemptGuard {
         self.state.take().expect("armed guard holds the state")
     }
 
-    async fn undo_now(&mut self) {
-        undo(&self.inner, &self.target, self.expected_after).await;
+    async fn undo_now(&mut self, landed: impl Fn(usize) -> bool) {
+        undo(&self.inner, &self.target, self.expected_after, landed).await;
     }
 }
 
@@ -300,7 +326,8 @@ impl Drop for AttemptGuard {
         );
         let expected_after = self.expected_after;
         let cleanup = async move {
-            undo(&inner, &target, expected_after).await;
+            // Dropped before the answers came: it may have landed anywhere.
+            undo(&inner, &target, expected_after, |_| true).await;
             drop(state);
             drop(cell);
             inner.holds.forget_if_idle(&target.hold);
@@ -310,7 +337,9 @@ impl Drop for AttemptGuard {
 }
 
 /// Takes back one attempt's increment on every node where it landed (idempotent).
-async fn undo(inner: &Inner, target: &Target, expected_after: u32) {
+/// `landed(node)` says where the attempt may have applied: a node that answered "held by
+/// another owner" or "not the expected count" applied nothing and is not asked.
+async fn undo(inner: &Inner, target: &Target, expected_after: u32, landed: impl Fn(usize) -> bool) {
     let lease = inner.watchdog.timeout();
     let call = UNDO
         .call()
@@ -318,14 +347,18 @@ async fn undo(inner: &Inner, target: &Target, expected_after: u32) {
         .arg(target.owner())
         .arg(expected_after)
         .arg(target.channel())
-        .arg(uuid::Uuid::new_v4().to_string())
+        .arg(inner.request_id())
         .by_source();
     let fan: FanOut<i64> = inner
         .redlock
         .nodes()
-        .run_script(&call, inner.redlock.config().node_timeout_for(lease))
+        .run_script_on(
+            &call,
+            inner.redlock.config().node_timeout_for(lease),
+            landed,
+        )
         .await;
-    for err in fan.errors() {
+    for err in fan.errors().filter(|err| !err.is_not_asked()) {
         tracing::debug!(node = %err.address, error = %err.kind, "undo failed on a node; the lease bounds it");
     }
 }

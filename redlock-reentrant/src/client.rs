@@ -56,6 +56,7 @@ pub(crate) struct Inner {
     pub(crate) holds: Holds,
     pub(crate) fence_key: String,
     pub(crate) shut_down: AtomicBool,
+    requests: std::sync::atomic::AtomicU64,
 }
 
 impl Inner {
@@ -65,6 +66,13 @@ impl Inner {
         } else {
             Ok(())
         }
+    }
+
+    /// A request id unique across every client: this client's UUID and a counter. For unlock
+    /// latches and release messages, which must be unique, not secret (no syscall per id).
+    pub(crate) fn request_id(&self) -> String {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{n}", self.id)
     }
 
     /// How long an unlock's answer is remembered for a retry of the same request.
@@ -271,6 +279,7 @@ impl LockClientBuilder {
                 holds: Holds::default(),
                 fence_key,
                 shut_down: AtomicBool::new(false),
+                requests: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }

@@ -54,7 +54,7 @@ pub(crate) async fn unlock(inner: &Arc<Inner>, target: &Target) -> Result<u32, E
     }
     let request = state
         .pending_unlock
-        .get_or_insert_with(|| uuid::Uuid::new_v4().to_string())
+        .get_or_insert_with(|| inner.request_id())
         .clone();
     let config = inner.redlock.config();
     let timeout = config.node_timeout_for(inner.watchdog.timeout());
@@ -123,7 +123,7 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
         .call()
         .key(target.key())
         .arg(target.channel())
-        .arg(uuid::Uuid::new_v4().to_string())
+        .arg(inner.request_id())
         .by_source();
     let timeout = inner
         .redlock
@@ -161,7 +161,7 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
         }
     }
     let batch_size = inner.watchdog.config().batch_size;
-    let message = uuid::Uuid::new_v4().to_string();
+    let message = inner.request_id();
     let channels: Vec<String> = held
         .iter()
         .map(|(hold, _, _)| format!("{}:released", hold.key))

@@ -28,9 +28,19 @@ pub(crate) async fn run(
     let mut next_round = Instant::now() + interval;
     loop {
         let wake_at = match shared.upgrade() {
-            Some(shared) => shared
-                .next_deadline()
-                .map_or(next_round, |d| d.min(next_round)),
+            Some(shared) => {
+                // Computed and published under one lock, so a hold activated meanwhile is either
+                // seen by the scan or compared with the published wake-up (`Shared::set_state`).
+                let mut scheduled = shared
+                    .scheduled_wake
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let wake_at = shared
+                    .next_deadline()
+                    .map_or(next_round, |d| d.min(next_round));
+                *scheduled = Some(wake_at);
+                wake_at
+            }
             None => return,
         };
         tokio::select! {
@@ -49,13 +59,14 @@ pub(crate) async fn run(
                 shared.renew_all().await
             };
             let config = &shared.config;
-            // A round of many batches takes a while, and its last renewals land that much after
-            // its start: start the next one as much earlier, so each lock is renewed about once
-            // per interval and its PTTL stays near two thirds of the lease at its lowest.
+            // A round of many batches takes a while, and its last renewals land up to that much
+            // after its start; the next may take longer still. Start the next one twice as much
+            // earlier, so each lock is renewed at least once per interval and its PTTL stays at
+            // two thirds of the lease or above.
             let took = started.elapsed();
             next_round = started
                 + if healthy {
-                    config.renew_interval().saturating_sub(took)
+                    config.renew_interval().saturating_sub(took * 2)
                 } else {
                     config.retry_interval()
                 };
@@ -80,16 +91,22 @@ impl Shared {
         self.config.lost_margin(self.node_timeout())
     }
 
+    /// When a hold in this state must be declared lost if nothing confirms it first.
+    pub(crate) fn deadline_of(&self, state: EntryState) -> Option<Instant> {
+        match state {
+            EntryState::Pending => None,
+            EntryState::Renewed { valid_until, .. } => {
+                Some(before(valid_until, self.lost_margin()))
+            }
+            EntryState::Fixed { valid_until } => Some(Instant::from_std(valid_until)),
+        }
+    }
+
     /// When the next hold's validity runs out, if any.
     fn next_deadline(&self) -> Option<Instant> {
-        let margin = self.lost_margin();
         self.entries
             .iter()
-            .filter_map(|entry| match entry.state {
-                EntryState::Pending => None,
-                EntryState::Renewed { valid_until, .. } => Some(before(valid_until, margin)),
-                EntryState::Fixed { valid_until } => Some(Instant::from_std(valid_until)),
-            })
+            .filter_map(|entry| self.deadline_of(entry.state))
             .min()
     }
 

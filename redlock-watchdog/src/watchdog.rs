@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub(crate) config: WatchdogConfig,
     pub(crate) entries: DashMap<u64, Entry>,
     pub(crate) reschedule: Arc<Notify>,
+    /// When the renewal task will next wake; a hold whose deadline comes sooner wakes it.
+    pub(crate) scheduled_wake: std::sync::Mutex<Option<tokio::time::Instant>>,
     pub(crate) counters: Counters,
     next_id: AtomicU64,
     shutdown: CancellationToken,
@@ -101,6 +103,7 @@ impl Watchdog {
             },
             entries: DashMap::new(),
             reschedule: Arc::new(Notify::new()),
+            scheduled_wake: std::sync::Mutex::new(None),
             counters: Counters::default(),
             next_id: AtomicU64::new(0),
             shutdown: CancellationToken::new(),
@@ -182,7 +185,19 @@ impl Shared {
         if let Some(mut entry) = self.entries.get_mut(&id) {
             entry.state = state;
         }
-        self.reschedule.notify_one();
+        // Wake the task only if this hold's deadline comes before its next wake-up: a renewed
+        // hold's never does (it ends two intervals after the next round at the soonest), so
+        // holds taken by the thousand do not each cost a scan of the registry.
+        let Some(deadline) = self.deadline_of(state) else {
+            return;
+        };
+        let scheduled = self
+            .scheduled_wake
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if scheduled.is_none_or(|wake| deadline < wake) {
+            self.reschedule.notify_one();
+        }
     }
 
     /// Removes the hold from the watchdog and fires its signal.

@@ -237,18 +237,37 @@ async fn passwords_work_but_never_reach_a_log_line_or_an_error() {
     );
 }
 
-#[cfg(not(feature = "tls-rustls"))]
+/// Whether this build of redis-rs speaks TLS: `redlock-core`'s `tls-rustls` feature turns it on,
+/// and so does any other crate in the build that enables it (feature unification).
+fn tls_compiled_in() -> bool {
+    redis::Client::open("rediss://127.0.0.1:6380").is_ok()
+}
+
 #[test]
-fn a_tls_url_without_tls_support_says_how_to_get_it() {
-    match Redlock::new(RedlockConfig::with_nodes([
+fn a_tls_url_is_accepted_with_tls_and_refused_with_a_hint_without() {
+    let outcome = Redlock::new(RedlockConfig::with_nodes([
         "rediss://:topsecret@127.0.0.1:6380",
-    ])) {
-        Err(Error::InvalidArgument(InvalidArgument::NodeUrl {
-            reason, address, ..
-        })) => {
+    ]));
+    match (tls_compiled_in(), outcome) {
+        (true, Ok(redlock)) => {
+            let shown = redlock
+                .nodes()
+                .iter()
+                .next()
+                .expect("one node")
+                .address()
+                .to_string();
+            assert_eq!(shown, "rediss://:***@127.0.0.1:6380");
+        }
+        (
+            false,
+            Err(Error::InvalidArgument(InvalidArgument::NodeUrl {
+                reason, address, ..
+            })),
+        ) => {
             assert!(reason.to_lowercase().contains("tls"), "{reason}");
             assert_eq!(address.as_str(), "rediss://:***@127.0.0.1:6380");
         }
-        other => panic!("expected an unusable-URL error, got {other:?}"),
+        (tls, other) => panic!("TLS compiled in: {tls}, yet got {other:?}"),
     }
 }
