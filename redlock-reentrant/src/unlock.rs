@@ -66,7 +66,8 @@ pub(crate) async fn unlock(inner: &Arc<Inner>, target: &Target) -> Result<u32, E
         .arg(target.owner())
         .arg(target.channel())
         .arg(&request)
-        .arg(millis(inner.latch_ttl()));
+        .arg(millis(inner.latch_ttl()))
+        .arg(state.count);
     let nodes = inner.redlock.nodes().len();
     let mut retry = 0;
     let outcome = loop {

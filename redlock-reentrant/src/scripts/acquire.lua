@@ -7,37 +7,45 @@
 --   {2, count}      a reentrant acquisition; count is the new hold count
 --   {0, pttl}       held by another owner; pttl in milliseconds
 --   {3, count}      this owner's count here is not the expected one (the hold was lost here)
+
+-- The next fencing candidate: one more than the counter. A node without a counter (new, or
+-- restarted empty) starts from its clock in microseconds, so it never hands out a token below
+-- the ones it gave before it lost the counter (see docs/fencing.md).
+local function new_hold()
+    redis.call('hset', KEYS[1], ARGV[1], 1)
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    local candidate = redis.call('incr', KEYS[2])
+    if candidate == 1 then
+        local now = redis.call('time')
+        local now_us = now[1] .. string.format('%06d', tonumber(now[2]))
+        redis.call('set', KEYS[2], now_us)
+        candidate = tonumber(now_us)
+    end
+    return {1, candidate}
+end
+
+local expected = tonumber(ARGV[3])
 local kind = redis.call('type', KEYS[1])['ok']
-if kind ~= 'none' and kind ~= 'hash' then
+if kind == 'none' then
+    if expected > 0 then
+        return {3, 0}
+    end
+    return new_hold()
+end
+if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE lock key holds a ' .. kind .. ' value')
 end
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-if kind == 'hash' and held == 0 then
+if held == 0 then
     return {0, redis.call('pttl', KEYS[1])}
 end
-local expected = tonumber(ARGV[3])
-if expected > 0 then
-    if held ~= expected then
-        return {3, held}
-    end
-    redis.call('hincrby', KEYS[1], ARGV[1], 1)
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    return {2, held + 1}
+if expected == 0 then
+    -- A leftover field of this owner's (an earlier hold it gave up as lost): a new hold.
+    return new_hold()
 end
--- A new hold. A leftover field of this owner's (an earlier hold it gave up as lost) is reset.
-redis.call('hset', KEYS[1], ARGV[1], 1)
+if held ~= expected then
+    return {3, held}
+end
+redis.call('hincrby', KEYS[1], ARGV[1], 1)
 redis.call('pexpire', KEYS[1], ARGV[2])
--- Fencing candidate: one more than the counter, and never behind the server clock in
--- microseconds, so a node restarted empty still hands out larger tokens.
-local counter_kind = redis.call('type', KEYS[2])['ok']
-if counter_kind ~= 'none' and counter_kind ~= 'string' then
-    return redis.error_reply('WRONGTYPE fencing counter holds a ' .. counter_kind .. ' value')
-end
-local now = redis.call('time')
-local now_us = now[1] .. string.format('%06d', tonumber(now[2]))
-local counter = redis.call('get', KEYS[2])
-if counter == false or tonumber(counter) < tonumber(now_us) then
-    redis.call('set', KEYS[2], now_us)
-    return {1, tonumber(now_us)}
-end
-return {1, redis.call('incr', KEYS[2])}
+return {2, held + 1}

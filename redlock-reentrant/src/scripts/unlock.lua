@@ -2,25 +2,30 @@
 -- announces it to waiters. A retried request gets the answer of the first.
 -- KEYS[1]: the lock hash. KEYS[2]: this request's latch key.
 -- ARGV[1]: the owner. ARGV[2]: the lock's channel. ARGV[3]: the release message.
--- ARGV[4]: how long the latch remembers the answer, in milliseconds.
+-- ARGV[4]: how long the latch remembers a final release, in milliseconds.
+-- ARGV[5]: the owner's hold count before this release.
 -- Returns the holds left (0: the lock is free), or -1 when the owner does not hold it here.
-local answered = redis.call('get', KEYS[2])
-if answered then
-    return tonumber(answered)
+local expected = tonumber(ARGV[5])
+local held = redis.pcall('hget', KEYS[1], ARGV[1])
+if type(held) == 'table' then
+    return -1 -- not a lock hash
 end
-if redis.call('type', KEYS[1])['ok'] ~= 'hash' then
-    return -1
+held = tonumber(held or '0')
+if held == expected then
+    if held == 1 then
+        redis.call('del', KEYS[1])
+        redis.call('publish', ARGV[2], ARGV[3])
+        -- Only a final release leaves nothing behind to tell a retry it was applied.
+        redis.call('set', KEYS[2], 0, 'PX', ARGV[4])
+        return 0
+    end
+    redis.call('hset', KEYS[1], ARGV[1], held - 1)
+    return held - 1
 end
-local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-if held == 0 then
-    return -1
+if held > 0 and held == expected - 1 then
+    return held -- a retry whose first try was applied here
 end
-local left = held - 1
-if left == 0 then
-    redis.call('del', KEYS[1])
-    redis.call('publish', ARGV[2], ARGV[3])
-else
-    redis.call('hset', KEYS[1], ARGV[1], left)
+if held == 0 and redis.call('exists', KEYS[2]) == 1 then
+    return 0 -- a retried final release
 end
-redis.call('set', KEYS[2], left, 'PX', ARGV[4])
-return left
+return -1
