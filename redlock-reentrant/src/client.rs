@@ -75,14 +75,16 @@ impl Inner {
         format!("{}:{n}", self.id)
     }
 
-    /// How long an unlock's answer is remembered for a retry of the same request.
+    /// How long a final release is remembered for a retry of the same request: long enough for
+    /// `unlock`'s own retries and a caller's prompt retry after an error. It counts from when a
+    /// node ran the release, so a node that was paused remembers it for as long after resuming.
     pub(crate) fn latch_ttl(&self) -> Duration {
         (self
             .redlock
             .config()
             .node_timeout_for(self.watchdog.timeout())
-            * 20)
-            .max(Duration::from_secs(5))
+            * 10)
+            .max(Duration::from_secs(1))
     }
 }
 

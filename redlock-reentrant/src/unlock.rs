@@ -149,10 +149,12 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
 /// Releases every hold of this client (shutdown): each lock it holds is deleted whatever its
 /// nesting depth, in batches per node like renewal.
 pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
-    let timeout = inner
+    // Batches of hundreds of locks get the renewal batches' timeout, not one lock's.
+    let node_timeout = inner
         .redlock
         .config()
         .node_timeout_for(inner.watchdog.timeout());
+    let timeout = inner.watchdog.config().renew_request_timeout(node_timeout);
     let mut held = Vec::new();
     for (hold, cell) in inner.holds.all() {
         let mut state = Arc::clone(&cell.state).lock_owned().await;

@@ -1,6 +1,7 @@
 //! The renewal loop: one task per watchdog, batched renewals on every node, and the deadlines at
 //! which unconfirmed holds are declared lost.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -25,20 +26,28 @@ pub(crate) async fn run(
     let Some(interval) = shared.upgrade().map(|s| s.config.renew_interval()) else {
         return;
     };
-    let mut next_round = Instant::now() + interval;
+    // After a round that missed the majority, the next waits until then (retries are paced).
+    let mut retry_at: Option<Instant> = None;
     loop {
         let wake_at = match shared.upgrade() {
             Some(shared) => {
                 // Computed and published under one lock, so a hold activated meanwhile is either
                 // seen by the scan or compared with the published wake-up (`Shared::set_state`).
                 let mut scheduled = shared
-                    .scheduled_wake
+                    .schedule
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let wake_at = shared
-                    .next_deadline()
-                    .map_or(next_round, |d| d.min(next_round));
-                *scheduled = Some(wake_at);
+                let earliest = shared.earliest_set_at();
+                let round = shared.next_round(earliest, retry_at);
+                let wake_at = [round, shared.next_lost_deadline()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .unwrap_or_else(|| Instant::now() + interval);
+                *scheduled = crate::watchdog::Schedule {
+                    wake: Some(wake_at),
+                    earliest_set_at: earliest,
+                };
                 wake_at
             }
             None => return,
@@ -52,24 +61,17 @@ pub(crate) async fn run(
             return;
         };
         shared.declare_overdue_lost();
-        if Instant::now() >= next_round {
+        if shared
+            .next_round(shared.earliest_set_at(), retry_at)
+            .is_some_and(|round| Instant::now() >= round)
+        {
             let started = Instant::now();
-            let healthy = {
+            let (healthy, renewed) = {
                 let _span = tracing::debug_span!("redlock.renew", held = shared.entries.len());
                 shared.renew_all().await
             };
-            let config = &shared.config;
-            // A round of many batches takes a while, and its last renewals land up to that much
-            // after its start; the next may take longer still. Start the next one twice as much
-            // earlier, so each lock is renewed at least once per interval and its PTTL stays at
-            // two thirds of the lease or above.
-            let took = started.elapsed();
-            next_round = started
-                + if healthy {
-                    config.renew_interval().saturating_sub(took * 2)
-                } else {
-                    config.retry_interval()
-                };
+            shared.learn_round_time(started.elapsed(), renewed);
+            retry_at = (!healthy).then(|| started + shared.config.retry_interval());
         }
         shared.declare_overdue_lost();
     }
@@ -92,7 +94,7 @@ impl Shared {
     }
 
     /// When a hold in this state must be declared lost if nothing confirms it first.
-    pub(crate) fn deadline_of(&self, state: EntryState) -> Option<Instant> {
+    pub(crate) fn lost_deadline(&self, state: EntryState) -> Option<Instant> {
         match state {
             EntryState::Pending => None,
             EntryState::Renewed { valid_until, .. } => {
@@ -102,12 +104,73 @@ impl Shared {
         }
     }
 
-    /// When the next hold's validity runs out, if any.
-    fn next_deadline(&self) -> Option<Instant> {
+    /// When a renewed hold's lease was last set (its acquisition, or its last confirmed
+    /// renewal). `None` for holds that are not renewed (any more).
+    pub(crate) fn set_at(&self, state: EntryState, now: std::time::Instant) -> Option<Instant> {
+        let EntryState::Renewed {
+            valid_until,
+            renew_until,
+        } = state
+        else {
+            return None;
+        };
+        if renew_until.is_some_and(|cap| now >= cap) {
+            return None;
+        }
+        let timeout = self.config.timeout;
+        Some(before(
+            valid_until,
+            timeout - self.redlock.config().drift_for(timeout),
+        ))
+    }
+
+    /// The earliest lease-set instant among renewed holds.
+    fn earliest_set_at(&self) -> Option<Instant> {
+        let now = std::time::Instant::now();
         self.entries
             .iter()
-            .filter_map(|entry| self.deadline_of(entry.state))
+            .filter_map(|entry| self.set_at(entry.state, now))
             .min()
+    }
+
+    /// When the next round should start: one interval after the earliest hold's lease was set,
+    /// less the lead a round needs to reach every hold, and not before a paced retry. Every hold
+    /// is renewed in that round. `None` when nothing is renewed.
+    pub(crate) fn next_round(
+        &self,
+        earliest_set_at: Option<Instant>,
+        retry_at: Option<Instant>,
+    ) -> Option<Instant> {
+        let due = before(
+            (earliest_set_at? + self.config.renew_interval()).into_std(),
+            self.round_lead(),
+        );
+        Some(retry_at.map_or(due, |retry| due.max(retry)))
+    }
+
+    /// When the next hold's validity runs out, if any.
+    fn next_lost_deadline(&self) -> Option<Instant> {
+        self.entries
+            .iter()
+            .filter_map(|entry| self.lost_deadline(entry.state))
+            .min()
+    }
+
+    /// Twice the expected duration of a round over the holds there are now: a hold's renewal
+    /// lands up to one round's duration after the round starts, and the round may be longer
+    /// than the last one.
+    fn round_lead(&self) -> Duration {
+        let per_hold = Duration::from_nanos(self.round_time_per_hold.load(Ordering::Relaxed));
+        per_hold.saturating_mul(u32::try_from(self.entries.len()).unwrap_or(u32::MAX)) * 2
+    }
+
+    /// Remembers how long a round took per hold, for the next lead.
+    fn learn_round_time(&self, took: Duration, renewed: usize) {
+        if renewed > 0 {
+            let per_hold = took / u32::try_from(renewed).unwrap_or(u32::MAX);
+            let nanos = u64::try_from(per_hold.as_nanos()).unwrap_or(u64::MAX);
+            self.round_time_per_hold.store(nanos, Ordering::Relaxed);
+        }
     }
 
     /// Fires the lost signal of every hold whose validity ran out unconfirmed.
@@ -144,8 +207,9 @@ impl Shared {
         }
     }
 
-    /// One renewal round over every renewed hold. Returns whether every renewal was confirmed.
-    async fn renew_all(&self) -> bool {
+    /// One renewal round over every renewed hold. Returns whether every renewal was confirmed,
+    /// and how many holds it sent.
+    async fn renew_all(&self) -> (bool, usize) {
         let now = Instant::now().into_std();
         let due: Vec<Due> = self
             .entries
@@ -161,7 +225,7 @@ impl Shared {
             })
             .collect();
         if due.is_empty() {
-            return true;
+            return (true, 0);
         }
         let lease = self.config.timeout;
         let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
@@ -215,7 +279,7 @@ impl Shared {
             }
         }
         self.counters.round(batches.len(), renewed);
-        healthy
+        (healthy, due.len())
     }
 }
 

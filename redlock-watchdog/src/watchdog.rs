@@ -58,8 +58,10 @@ pub(crate) struct Shared {
     pub(crate) config: WatchdogConfig,
     pub(crate) entries: DashMap<u64, Entry>,
     pub(crate) reschedule: Arc<Notify>,
-    /// When the renewal task will next wake; a hold whose deadline comes sooner wakes it.
-    pub(crate) scheduled_wake: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// What the renewal task last planned; a hold that makes it due sooner wakes it.
+    pub(crate) schedule: std::sync::Mutex<Schedule>,
+    /// How long the last round took per hold, in nanoseconds: the lead before the next.
+    pub(crate) round_time_per_hold: AtomicU64,
     pub(crate) counters: Counters,
     next_id: AtomicU64,
     shutdown: CancellationToken,
@@ -103,7 +105,9 @@ impl Watchdog {
             },
             entries: DashMap::new(),
             reschedule: Arc::new(Notify::new()),
-            scheduled_wake: std::sync::Mutex::new(None),
+            schedule: std::sync::Mutex::new(Schedule::default()),
+            // A guess until the first round measures it.
+            round_time_per_hold: AtomicU64::new(20_000),
             counters: Counters::default(),
             next_id: AtomicU64::new(0),
             shutdown: CancellationToken::new(),
@@ -185,17 +189,32 @@ impl Shared {
         if let Some(mut entry) = self.entries.get_mut(&id) {
             entry.state = state;
         }
-        // Wake the task only if this hold's deadline comes before its next wake-up: a renewed
-        // hold's never does (it ends two intervals after the next round at the soonest), so
-        // holds taken by the thousand do not each cost a scan of the registry.
-        let Some(deadline) = self.deadline_of(state) else {
-            return;
-        };
-        let scheduled = self
-            .scheduled_wake
+        // Wake the task only if it must act before it planned to: this hold's lost deadline
+        // comes sooner (a short fixed lease), or the round moved earlier by more than 1 % of
+        // the interval (each hold makes the round a little longer, so it starts a little
+        // earlier; the lead is twice the expected round, which absorbs that much). Holds taken
+        // by the thousand wake it a handful of times, not once each.
+        let now = std::time::Instant::now();
+        let schedule = self
+            .schedule
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if scheduled.is_none_or(|wake| deadline < wake) {
+        let Some(wake) = schedule.wake else {
+            self.reschedule.notify_one();
+            return;
+        };
+        let earliest = [schedule.earliest_set_at, self.set_at(state, now)]
+            .into_iter()
+            .flatten()
+            .min();
+        let slack = self.config.renew_interval() / 100;
+        let round_sooner = self
+            .next_round(earliest, None)
+            .is_some_and(|round| round + slack < wake);
+        let lost_sooner = self
+            .lost_deadline(state)
+            .is_some_and(|deadline| deadline < wake);
+        if round_sooner || lost_sooner {
             self.reschedule.notify_one();
         }
     }
@@ -209,6 +228,15 @@ impl Shared {
             }
         }
     }
+}
+
+/// What the renewal task last planned (see `renewal::run`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Schedule {
+    /// When it will wake.
+    pub(crate) wake: Option<tokio::time::Instant>,
+    /// The earliest lease-set instant among renewed holds, when it planned.
+    pub(crate) earliest_set_at: Option<tokio::time::Instant>,
 }
 
 impl Drop for Shared {
