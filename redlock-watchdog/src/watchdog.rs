@@ -203,7 +203,13 @@ impl Shared {
             self.reschedule.notify_one();
             return;
         };
-        let earliest = [schedule.earliest_set_at, self.set_at(state, now)]
+        let set_at = self.set_at(state, now);
+        if schedule.earliest_set_at.is_none() && set_at.is_some() {
+            // The first renewed hold the task has not planned for: the plan starts from it.
+            self.reschedule.notify_one();
+            return;
+        }
+        let earliest = [schedule.earliest_set_at, set_at]
             .into_iter()
             .flatten()
             .min();
