@@ -1,0 +1,174 @@
+//! The targets, each reached (PASS) or not (MISS), with the measured figure. Figures
+//! are medians over runs, except where a target says "never" or "0": those take every run.
+
+use crate::locker::{Kind, Spec};
+use crate::results::Results;
+use crate::{contended, parallel, quorum_down, uncontended, watchdog_scale};
+
+/// One target and how it went.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) name: String,
+    pub(crate) measured: String,
+    pub(crate) pass: bool,
+}
+
+impl Target {
+    fn new(name: impl Into<String>, pass: bool, measured: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            measured: measured.into(),
+            pass,
+        }
+    }
+
+    pub(crate) fn verdict(&self) -> &'static str {
+        if self.pass {
+            "PASS"
+        } else {
+            "MISS"
+        }
+    }
+}
+
+/// A target on the ratio of one figure of ours to the same figure of another implementation.
+struct Ratio {
+    workload: &'static str,
+    figure: &'static str,
+    /// What the figure is called in the target, and its unit.
+    shown: (&'static str, &'static str),
+    /// Whether ours must be at most (latency) or at least (throughput) `limit` times theirs.
+    at_most: bool,
+}
+
+impl Ratio {
+    fn target(&self, results: &Results, ours: Spec, peer: Spec, limit: f64) -> Target {
+        let mine = results.figure(self.workload, &ours.to_string(), self.figure);
+        let theirs = results.figure(self.workload, &peer.to_string(), self.figure);
+        let ratio = mine / theirs;
+        let (pass, relation) = if self.at_most {
+            (ratio <= limit, "<=")
+        } else {
+            (ratio >= limit, ">=")
+        };
+        let (name, unit) = self.shown;
+        Target::new(
+            format!("{name}: {ours} {relation} {limit:.2}x {peer}"),
+            pass,
+            format!("{ratio:.2}x ({mine:.0} {unit} vs {theirs:.0} {unit})"),
+        )
+    }
+}
+
+const OURS_1: Spec = Spec::new(Kind::Ours, 1);
+const OURS_5: Spec = Spec::new(Kind::Ours, 5);
+
+pub(crate) fn evaluate(results: &Results) -> Vec<Target> {
+    let mut targets = Vec::new();
+    let fig =
+        |workload: &str, spec: Spec, name: &str| results.figure(workload, &spec.to_string(), name);
+
+    // Latency and throughput against the floor and against rslock.
+    let floor = Spec::floor();
+    let latency = Ratio {
+        workload: uncontended::WORKLOAD,
+        figure: "pair_p50_us",
+        shown: ("uncontended lock + unlock p50", "µs"),
+        at_most: true,
+    };
+    let throughput = Ratio {
+        workload: parallel::WORKLOAD,
+        figure: "ops_per_s",
+        shown: ("parallel pairs/s", "/s"),
+        at_most: false,
+    };
+    targets.push(latency.target(results, OURS_1, floor, 1.10));
+    targets.push(latency.target(results, OURS_5, OURS_5.rslock_peer(), 1.0));
+    targets.push(throughput.target(results, OURS_1, floor, 0.9));
+    targets.push(throughput.target(results, OURS_5, OURS_5.rslock_peer(), 1.0));
+
+    // Contention.
+    for ours in [OURS_1, OURS_5] {
+        let p99 = fig(contended::WORKLOAD, ours, "handover_p99_us");
+        targets.push(Target::new(
+            format!("contended hand-over p99 <= 1 ms, {ours}"),
+            p99 <= 1_000.0,
+            format!("{:.3} ms", p99 / 1e3),
+        ));
+        let wait = fig(contended::WORKLOAD, ours, "wait_max_incl_unfinished_ms");
+        targets.push(Target::new(
+            format!("contended wait max <= 50 ms, {ours}"),
+            wait <= 50.0,
+            format!("{wait:.1} ms"),
+        ));
+        let fairness = fig(contended::WORKLOAD, ours, "fairness");
+        targets.push(Target::new(
+            format!("contended fairness (min/max per task) >= 0.5, {ours}"),
+            fairness >= 0.5,
+            format!("{fairness:.2}"),
+        ));
+        let mine = fig(contended::WORKLOAD, ours, "cmds_per_acq");
+        let pollers: Vec<Spec> = Spec::all()
+            .into_iter()
+            .filter(|s| s.polls() && s.nodes == ours.nodes)
+            .collect();
+        let theirs: Vec<String> = pollers
+            .iter()
+            .map(|s| format!("{s} {:.1}", fig(contended::WORKLOAD, *s, "cmds_per_acq")))
+            .collect();
+        let fewer = pollers
+            .iter()
+            .all(|s| mine < fig(contended::WORKLOAD, *s, "cmds_per_acq"));
+        targets.push(Target::new(
+            format!("contended Redis commands per acquisition, {ours} fewer than the polling ones"),
+            fewer,
+            format!("{ours} {mine:.1}; {}", theirs.join(", ")),
+        ));
+    }
+    let overlaps: f64 = results
+        .records
+        .iter()
+        .filter(|r| r.workload == contended::WORKLOAD)
+        .filter_map(|r| r.metrics.get("overlaps"))
+        .sum();
+    targets.push(Target::new(
+        "contended: 0 overlaps, every implementation, every run",
+        overlaps == 0.0,
+        format!("{overlaps:.0}"),
+    ));
+
+    // Faults.
+    let give_up = results.figure(quorum_down::WORKLOAD, "ours-5", "give_up_max_us") / 1e3;
+    let node_timeout = results.figure(quorum_down::WORKLOAD, "ours-5", "node_timeout_ms");
+    targets.push(Target::new(
+        "3 of 5 dead, no retries: ours-5 gives up within per-node timeout + 5 ms",
+        give_up <= node_timeout + 5.0,
+        format!("{give_up:.2} ms (limit {:.0} ms)", node_timeout + 5.0),
+    ));
+
+    // Watchdog.
+    let wd = |name: &str| results.figure(watchdog_scale::WORKLOAD, "ours", name);
+    let (calls, limit, locks) = (
+        wd("calls_per_node_per_round"),
+        wd("calls_limit"),
+        wd("locks"),
+    );
+    targets.push(Target::new(
+        format!("watchdog: {locks:.0} locks renewed with <= ceil(locks / batch) = {limit:.0} calls per node per round"),
+        calls <= limit,
+        format!("{calls:.1}"),
+    ));
+    let lowest = results
+        .records
+        .iter()
+        .filter(|r| r.workload == watchdog_scale::WORKLOAD)
+        .filter_map(|r| r.metrics.get("lowest_pttl_ms").copied())
+        .fold(f64::NAN, f64::min);
+    let floor_ms = wd("pttl_floor_ms");
+    targets.push(Target::new(
+        format!("watchdog: PTTL never below 2/3 of the timeout ({floor_ms:.0} ms), every run"),
+        lowest >= floor_ms,
+        format!("lowest {lowest:.0} ms"),
+    ));
+    targets
+}
