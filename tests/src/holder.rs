@@ -4,15 +4,16 @@
 use std::fmt::Write as _;
 use std::io::{self, BufRead as _, BufReader, Read as _, Write as _};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{self, Signal};
+use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
+
+use crate::process::{self, kill_child, reap_if_exited, to_pid, State};
 
 /// How long [`HolderProcess::spawn`] waits for the `ACQUIRED` line.
 const SPAWN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,14 +59,6 @@ pub struct HolderProcess {
     state: Mutex<State>,
     output: Mutex<Output>,
     stderr: Arc<Mutex<String>>,
-}
-
-#[derive(Debug)]
-struct State {
-    /// `None` once killed and reaped.
-    child: Option<Child>,
-    /// Whether SIGSTOP was sent without a SIGCONT since.
-    stopped: bool,
 }
 
 #[derive(Debug)]
@@ -361,34 +354,7 @@ fn parse_token(line: &str) -> u64 {
         .unwrap_or_else(|e| panic!("bad ACQUIRED line {line:?}: {e}"))
 }
 
-/// SIGKILLs the child (SIGCONT first if stopped) and reaps it.
-fn kill_child(state: &mut State) {
-    if let Some(mut child) = state.child.take() {
-        // Errors mean it is already gone; `wait` reaps it either way.
-        let _ = child.kill();
-        if state.stopped {
-            let _ = signal::kill(to_pid(child.id()), Signal::SIGCONT);
-        }
-        let _ = child.wait();
-    }
-    state.stopped = false;
-}
-
-/// Forgets the child if it exited on its own.
-fn reap_if_exited(state: &mut State) {
-    if let Some(child) = state.child.as_mut() {
-        if !matches!(child.try_wait(), Ok(None)) {
-            state.child = None;
-            state.stopped = false;
-        }
-    }
-}
-
 fn send(pid: u32, sig: Signal) {
-    signal::kill(to_pid(pid), sig)
+    process::send(pid, sig)
         .unwrap_or_else(|e| panic!("could not send {sig} to the holder, pid {pid}: {e}"));
-}
-
-fn to_pid(pid: u32) -> Pid {
-    Pid::from_raw(i32::try_from(pid).expect("a process id fits in pid_t"))
 }

@@ -30,11 +30,12 @@ mod holder;
 mod lock_fixtures;
 mod monitor;
 mod probe;
+mod process;
 mod server;
 
 pub use cluster::RedisCluster;
 pub use error::{HarnessError, INSTALL_HINT};
 pub use holder::HolderProcess;
-pub use lock_fixtures::{eventually, eventually_async, pttls, seeded_rng};
+pub use lock_fixtures::{eventually, eventually_async, hashes, pttls, seeded_rng};
 pub use monitor::Monitor;
 pub use server::{RedisServer, RedisServerBuilder, REDIS_SERVER_BIN_ENV};

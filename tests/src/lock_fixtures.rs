@@ -49,6 +49,22 @@ pub fn pttls(cluster: &RedisCluster, key: &str) -> Vec<i64> {
         .collect()
 }
 
+/// The hash at `key` (a reentrant lock: owner field -> hold count) on every running node, in
+/// whatever map type the caller wants it as.
+pub fn hashes<T: redis::FromRedisValue>(cluster: &RedisCluster, key: &str) -> Vec<T> {
+    cluster
+        .nodes()
+        .iter()
+        .filter(|node| node.is_running())
+        .map(|node| {
+            redis::cmd("HGETALL")
+                .arg(key)
+                .query(&mut node.connection())
+                .unwrap_or_else(|e| panic!("HGETALL on port {} failed: {e}", node.port()))
+        })
+        .collect()
+}
+
 /// A random generator seeded from `TEST_SEED` if set, else at random; the seed is printed so a
 /// failing run can be replayed with `TEST_SEED=<seed>`.
 pub fn seeded_rng() -> fastrand::Rng {

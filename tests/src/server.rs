@@ -12,13 +12,13 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{self, Signal};
+use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
 use tempfile::TempDir;
 
 use crate::error::{report, HarnessError};
 use crate::probe::{self, Probe};
+use crate::process::{kill_child, reap_if_exited, send, to_pid, State};
 
 /// Environment variable naming the redis-server binary to run instead of `redis-server` on `PATH`.
 pub const REDIS_SERVER_BIN_ENV: &str = "REDIS_SERVER_BIN";
@@ -220,14 +220,6 @@ pub struct RedisServer {
     port: u16,
     launcher: Launcher,
     state: Mutex<State>,
-}
-
-#[derive(Debug)]
-struct State {
-    /// `None` once killed (or found dead).
-    child: Option<Child>,
-    /// Whether the harness sent SIGSTOP without a SIGCONT since.
-    stopped: bool,
 }
 
 impl RedisServer {
@@ -665,41 +657,6 @@ fn free_port() -> Result<u16, HarnessError> {
             context: "could not bind 127.0.0.1:0 to find a free port".to_owned(),
             source,
         })
-}
-
-/// SIGKILLs the child (SIGCONT first if stopped) and reaps it.
-fn kill_child(state: &mut State) {
-    if let Some(mut child) = state.child.take() {
-        if state.stopped {
-            let _ = send(child.id(), Signal::SIGCONT);
-        }
-        // Errors mean it is already gone; `wait` reaps it either way.
-        let _ = send(child.id(), Signal::SIGKILL);
-        let _ = child.wait();
-    }
-    state.stopped = false;
-}
-
-/// Forgets the child if it exited on its own (a crash, or a `SHUTDOWN` command).
-fn reap_if_exited(state: &mut State) {
-    if let Some(child) = state.child.as_mut() {
-        if !matches!(child.try_wait(), Ok(None)) {
-            state.child = None;
-            state.stopped = false;
-        }
-    }
-}
-
-fn send(pid: u32, sig: Signal) -> Result<(), HarnessError> {
-    signal::kill(to_pid(pid), sig).map_err(|source| HarnessError::Signal {
-        signal: sig.as_str(),
-        pid,
-        source,
-    })
-}
-
-fn to_pid(pid: u32) -> Pid {
-    Pid::from_raw(i32::try_from(pid).expect("a process id fits in pid_t"))
 }
 
 fn file_len(path: &Path) -> usize {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use redlock_reentrant::{Error, LockClient};
-use redlock_tests::RedisCluster;
+use redlock_tests::{hashes, RedisCluster};
 
 async fn client(cluster: &RedisCluster) -> LockClient {
     LockClient::builder()
@@ -14,21 +14,6 @@ async fn client(cluster: &RedisCluster) -> LockClient {
         .build()
         .await
         .expect("client")
-}
-
-/// The lock hash (owner field -> hold count) on every running node.
-fn hashes(cluster: &RedisCluster, key: &str) -> Vec<HashMap<String, u32>> {
-    cluster
-        .nodes()
-        .iter()
-        .filter(|node| node.is_running())
-        .map(|node| {
-            redis::cmd("HGETALL")
-                .arg(key)
-                .query(&mut node.connection())
-                .expect("HGETALL")
-        })
-        .collect()
 }
 
 async fn nested_holds_count_up_and_down(cluster: RedisCluster) {
@@ -42,7 +27,7 @@ async fn nested_holds_count_up_and_down(cluster: RedisCluster) {
         counts.push(lock.hold_count().await.expect("count"));
     }
     let token = lock.fencing_token().expect("held");
-    for hash in hashes(&cluster, "redlock:nested") {
+    for hash in hashes::<HashMap<String, u32>>(&cluster, "redlock:nested") {
         assert_eq!(hash.len(), 1, "one owner field: {hash:?}");
         assert_eq!(hash.values().copied().collect::<Vec<_>>(), vec![3]);
         let owner = hash.keys().next().expect("field");

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{LockClient, RLock};
-use redlock_tests::{pttls, HolderProcess, RedisCluster};
+use redlock_tests::{hashes, pttls, HolderProcess, RedisCluster};
 
 const NODES: usize = 5;
 /// The watchdog timeout of every client here, the holders' included; renewed every third.
@@ -53,21 +53,6 @@ fn lock_key(client: &LockClient, name: &str) -> String {
     client.redlock().config().key_for(name)
 }
 
-/// The lock hash (owner field -> hold count) on each running node.
-fn hashes(cluster: &RedisCluster, key: &str) -> Vec<BTreeMap<String, String>> {
-    cluster
-        .nodes()
-        .iter()
-        .filter(|node| node.is_running())
-        .map(|node| {
-            redis::cmd("HGETALL")
-                .arg(key)
-                .query(&mut node.connection())
-                .expect("HGETALL")
-        })
-        .collect()
-}
-
 /// How many times the in-test client asks again when too few nodes answered in time.
 const OBSERVER_RETRIES: u32 = 3;
 
@@ -100,7 +85,7 @@ async fn hold_count(lock: &RLock) -> u32 {
 /// key is absent: a Redlock hold needs a majority of nodes, not all of them (a node that was
 /// slow during the acquisition may have missed it). No node may have two owners.
 fn owners(cluster: &RedisCluster, key: &str) -> Vec<Option<(String, String)>> {
-    hashes(cluster, key)
+    hashes::<BTreeMap<String, String>>(cluster, key)
         .into_iter()
         .map(|hash| {
             assert!(hash.len() <= 1, "two owners on one node: {hash:?}");
