@@ -1,0 +1,89 @@
+//! `rediss://` against a real TLS-enabled redis-server, with a password that stays secret.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use redlock_core::{Error, Redlock, RedlockConfig, RetryPolicy};
+use redlock_tests::RedisServer;
+
+const PASSWORD: &str = "tls-secret-password";
+
+/// A redis-server with a plain port (for the harness) and a TLS port with a self-signed
+/// certificate; returns it and its TLS port.
+fn tls_server(dir: &std::path::Path) -> (RedisServer, u16) {
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()])
+        .expect("self-signed certificate");
+    let cert = dir.join("server.crt");
+    let key = dir.join("server.key");
+    std::fs::write(&cert, certified.cert.pem()).expect("write certificate");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("write key");
+    let tls_port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let server = RedisServer::builder()
+        .password(PASSWORD)
+        .arg("--tls-port")
+        .arg(tls_port.to_string())
+        .arg("--tls-cert-file")
+        .arg(&cert)
+        .arg("--tls-key-file")
+        .arg(&key)
+        .arg("--tls-ca-cert-file")
+        .arg(&cert)
+        .args(["--tls-auth-clients", "no"])
+        .start();
+    (server, tls_port)
+}
+
+fn redlock(url: String) -> Redlock {
+    Redlock::new(RedlockConfig {
+        retry: RetryPolicy::none(),
+        ..RedlockConfig::with_nodes([url])
+    })
+    .expect("valid config")
+}
+
+#[tokio::test]
+async fn a_lock_over_tls_works_and_its_password_stays_secret() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (server, tls_port) = tls_server(dir.path());
+    // `#insecure`: the certificate is self-signed; production URLs verify it.
+    let url = format!("rediss://:{PASSWORD}@127.0.0.1:{tls_port}/#insecure");
+
+    let client = redlock(url);
+    let lease = client
+        .acquire("over-tls", Duration::from_secs(5))
+        .await
+        .expect("a lock over TLS");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("redlock:*")
+        .query(&mut server.connection())
+        .expect("KEYS over the plain port");
+    assert_eq!(
+        keys,
+        vec!["redlock:over-tls".to_owned()],
+        "the lock reached the server"
+    );
+    client.release(&lease).await.expect("released over TLS");
+
+    let wrong = redlock(format!("rediss://:not-it@127.0.0.1:{tls_port}/#insecure"));
+    let err = wrong
+        .acquire("over-tls", Duration::from_secs(5))
+        .await
+        .expect_err("wrong password");
+    assert!(
+        matches!(err, Error::NoQuorum { answered: 0, .. }),
+        "{err:?}"
+    );
+    let mut chain = format!("{err} | {err:?}");
+    let mut source = std::error::Error::source(&err);
+    while let Some(cause) = source {
+        chain.push_str(&format!(" | {cause}"));
+        source = cause.source();
+    }
+    assert!(
+        !chain.contains("not-it") && !chain.contains(PASSWORD),
+        "{chain}"
+    );
+}
