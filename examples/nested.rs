@@ -22,19 +22,11 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+#[macro_use]
 mod support;
 use support::Result;
 
 use redlock_reentrant::{Error, LockClient, RLock};
-
-/// Fails the example with a message unless the condition holds.
-macro_rules! check {
-    ($holds:expr, $($message:tt)+) => {
-        if !$holds {
-            return Err(format!($($message)+).into());
-        }
-    };
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {

@@ -25,6 +25,7 @@ use std::process::ExitCode;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+#[macro_use]
 mod support;
 use support::Result;
 
@@ -46,15 +47,6 @@ macro_rules! say {
         let t = START.get_or_init(Instant::now).elapsed().as_secs_f64();
         println!("[{t:>6.3}s] {}", format_args!($($arg)*));
     }};
-}
-
-/// Fails the example with a message unless the condition holds.
-macro_rules! check {
-    ($holds:expr, $($message:tt)+) => {
-        if !$holds {
-            return Err(format!($($message)+).into());
-        }
-    };
 }
 
 #[tokio::main]

@@ -6,6 +6,16 @@ use std::process::ExitCode;
 
 use redlock_tests::{RedisCluster, RedisServer};
 
+/// Fails the example's scenario with a message unless the condition holds.
+#[allow(unused_macros)] // not every example checks with it
+macro_rules! check {
+    ($holds:expr, $($message:tt)+) => {
+        if !$holds {
+            return Err(format!($($message)+).into());
+        }
+    };
+}
+
 /// The outcome of an example's scenario.
 pub(crate) type Result<T = (), E = Box<dyn Error + Send + Sync>> = std::result::Result<T, E>;
 

@@ -36,6 +36,6 @@ mod server;
 pub use cluster::RedisCluster;
 pub use error::{HarnessError, INSTALL_HINT};
 pub use holder::HolderProcess;
-pub use lock_fixtures::{eventually, eventually_async, hashes, pttls, seeded_rng};
+pub use lock_fixtures::{error_chain, eventually, eventually_async, hashes, pttls, seeded_rng};
 pub use monitor::Monitor;
 pub use server::{RedisServer, RedisServerBuilder, REDIS_SERVER_BIN_ENV};

@@ -65,6 +65,18 @@ pub fn hashes<T: redis::FromRedisValue>(cluster: &RedisCluster, key: &str) -> Ve
         .collect()
 }
 
+/// An error, its `Debug` form and every cause below it, on one line: what a user could ever
+/// see of it, for checks that a secret appears nowhere.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut chain = format!("{err} | {err:?}");
+    let mut source = err.source();
+    while let Some(cause) = source {
+        chain.push_str(&format!(" | {cause}"));
+        source = cause.source();
+    }
+    chain
+}
+
 /// A random generator seeded from `TEST_SEED` if set, else at random; the seed is printed so a
 /// failing run can be replayed with `TEST_SEED=<seed>`.
 pub fn seeded_rng() -> fastrand::Rng {

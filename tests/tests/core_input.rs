@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redlock_core::{Error, InvalidArgument, Redlock, RedlockConfig, RetryPolicy};
-use redlock_tests::{RedisCluster, RedisServer};
+use redlock_tests::{error_chain, RedisCluster, RedisServer};
 
 fn redlock(urls: Vec<String>) -> Redlock {
     Redlock::new(RedlockConfig {
@@ -201,12 +201,7 @@ async fn passwords_work_but_never_reach_a_log_line_or_an_error() {
         .acquire("secured", Duration::from_secs(5))
         .await
         .expect_err("wrong password");
-    let mut chain = format!("{err} | {err:?}");
-    let mut source = std::error::Error::source(&err);
-    while let Some(cause) = source {
-        chain.push_str(&format!(" | {cause}"));
-        source = cause.source();
-    }
+    let chain = error_chain(&err);
     assert!(
         matches!(err, Error::NoQuorum { answered: 0, .. }),
         "{chain}"

@@ -4,7 +4,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use redlock_core::{Error, Redlock, RedlockConfig, RetryPolicy};
-use redlock_tests::RedisServer;
+use redlock_tests::{error_chain, RedisServer};
 
 const PASSWORD: &str = "tls-secret-password";
 
@@ -76,12 +76,7 @@ async fn a_lock_over_tls_works_and_its_password_stays_secret() {
         matches!(err, Error::NoQuorum { answered: 0, .. }),
         "{err:?}"
     );
-    let mut chain = format!("{err} | {err:?}");
-    let mut source = std::error::Error::source(&err);
-    while let Some(cause) = source {
-        chain.push_str(&format!(" | {cause}"));
-        source = cause.source();
-    }
+    let chain = error_chain(&err);
     assert!(
         !chain.contains("not-it") && !chain.contains(PASSWORD),
         "{chain}"

@@ -256,6 +256,18 @@ async fn hand_overs(
     (tokens, shared.nested.load(Ordering::Relaxed))
 }
 
+/// At least `total` hand-overs, tokens strictly increasing, and every `NESTED_EVERY`th hold
+/// nested (and checked to keep its token).
+fn assert_hand_overs(tokens: &[u64], nested: usize, total: usize) {
+    assert!(tokens.len() >= total, "only {} hand-overs", tokens.len());
+    assert_strictly_increasing(tokens);
+    assert_eq!(
+        nested,
+        tokens.len() / NESTED_EVERY,
+        "every {NESTED_EVERY}th hold nested"
+    );
+}
+
 fn report(setup: &str, tokens: &[u64], nested: usize) {
     eprintln!(
         "{setup}: {} hand-overs ({nested} with a nested hold), tokens {} .. {}",
@@ -279,13 +291,7 @@ async fn tokens_increase_over_a_thousand_hand_overs_while_a_master_dies_and_rest
     report("5 masters, node 2 killed and restarted", &tokens, nested);
     eprintln!("took {:?}", started.elapsed());
 
-    assert!(tokens.len() >= TOTAL, "only {} hand-overs", tokens.len());
-    assert_strictly_increasing(&tokens);
-    assert_eq!(
-        nested,
-        tokens.len() / NESTED_EVERY,
-        "every {NESTED_EVERY}th hold nested"
-    );
+    assert_hand_overs(&tokens, nested, TOTAL);
     assert!(cluster.node(2).is_running(), "node 2 came back");
     assert_eq!(
         cluster.count_keys(&format!("redlock:{LOCK_NAME}")),
@@ -343,13 +349,7 @@ async fn tokens_increase_with_two_masters_of_five_down() {
     let (tokens, nested) = hand_overs(Arc::clone(&cluster), TOTAL, Vec::new()).await;
     report("5 masters, 2 down", &tokens, nested);
 
-    assert!(tokens.len() >= TOTAL, "only {} hand-overs", tokens.len());
-    assert_strictly_increasing(&tokens);
-    assert_eq!(
-        nested,
-        tokens.len() / NESTED_EVERY,
-        "every {NESTED_EVERY}th hold nested"
-    );
+    assert_hand_overs(&tokens, nested, TOTAL);
 }
 
 /// Holders that never unlock: each next holder gets the lock only once the previous lease ran
