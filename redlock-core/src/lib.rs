@@ -52,6 +52,9 @@ mod owner;
 pub mod quorum;
 mod redlock;
 mod retry;
+#[cfg(feature = "sabotage")]
+#[doc(hidden)]
+pub mod sabotage;
 mod script;
 mod scripts;
 mod spawn_on_drop;

@@ -42,6 +42,10 @@ impl NodeSet {
 
     /// How many nodes must agree: `N / 2 + 1`.
     pub fn quorum(&self) -> usize {
+        #[cfg(feature = "sabotage")]
+        if crate::sabotage::on(&crate::sabotage::QUORUM_OF_ONE) {
+            return 1;
+        }
         majority(self.nodes.len())
     }
 

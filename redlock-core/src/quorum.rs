@@ -53,6 +53,11 @@ pub fn clock_drift(lease: Duration, factor: f64, floor: Duration) -> Duration {
 /// assert_eq!(validity(ms(1000), ms(988), ms(12)), None);
 /// ```
 pub fn validity(lease: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
+    #[cfg(feature = "sabotage")]
+    if crate::sabotage::on(&crate::sabotage::SKIP_VALIDITY) {
+        let left = lease.saturating_sub(elapsed).saturating_sub(drift);
+        return Some(left.max(Duration::from_millis(1)));
+    }
     lease
         .checked_sub(elapsed)
         .and_then(|left| left.checked_sub(drift))

@@ -87,22 +87,48 @@ impl LockGuard {
     /// # Errors
     ///
     /// As [`RLock::unlock`]; [`Error::LockLost`] when the hold was lost before.
+    ///
+    /// If too few nodes answer ([`Error::NoQuorum`]), the release is not given up: the guard
+    /// is gone, so it goes on in the background (as on drop) until it is applied or the hold
+    /// is lost. A hold whose guard is gone never stays renewed.
     pub async fn unlock(mut self) -> Result<(), Error> {
         self.released = true;
-        self.lock.unlock().await
+        let outcome = self.lock.unlock().await;
+        if matches!(outcome, Err(Error::NoQuorum { .. })) {
+            release_in_background(self.lock.clone());
+        }
+        outcome
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.released {
-            return;
+        if !self.released {
+            release_in_background(self.lock.clone());
         }
-        let lock = self.lock.clone();
-        redlock_core::spawn_cleanup(async move {
-            if let Err(err) = lock.unlock().await {
-                tracing::debug!(lock = %lock.name(), error = %err, "release on guard drop failed");
-            }
-        });
     }
+}
+
+/// Releases one hold of `lock`, retrying with the lock's backoff while too few nodes answer,
+/// until the release is applied or the hold is lost (the watchdog declares it lost when its
+/// renewals miss the majority, so this ends). Needs a runtime; without one the hold is left to
+/// expire.
+fn release_in_background(lock: RLock) {
+    redlock_core::spawn_cleanup(async move {
+        let retry = lock.inner().redlock.config().retry;
+        let mut attempt: u32 = 0;
+        loop {
+            match lock.unlock().await {
+                Err(Error::NoQuorum { .. }) => {
+                    tokio::time::sleep(retry.delay(attempt)).await;
+                    attempt = attempt.saturating_add(1);
+                }
+                Err(err) => {
+                    tracing::debug!(lock = %lock.name(), error = %err, "background release ended");
+                    return;
+                }
+                Ok(()) => return,
+            }
+        }
+    });
 }

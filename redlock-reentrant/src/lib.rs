@@ -58,6 +58,9 @@ mod holds;
 mod inspect;
 mod owner;
 mod rlock;
+#[cfg(feature = "sabotage")]
+#[doc(hidden)]
+pub mod sabotage;
 mod scripts;
 mod unlock;
 mod wakeup;
@@ -72,7 +75,9 @@ pub use redlock_core::{
     deadpool_redis, redis, InvalidArgument, NodeAddress, NodeError, NodeErrorKind, Redlock,
     RedlockConfig, RetryPolicy,
 };
-pub use redlock_watchdog::{LostReason, LostSignal, Watchdog, WatchdogConfig, WatchdogStats};
+pub use redlock_watchdog::{
+    LostReason, LostSignal, Watchdog, WatchdogConfig, WatchdogStats, RENEWING_TARGET,
+};
 pub use tokio_util::sync::CancellationToken;
 
 /// The README's example compiles (checked by `cargo test --doc`).

@@ -80,7 +80,7 @@ impl RLock {
         }
     }
 
-    fn inner(&self) -> &Arc<Inner> {
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
         &self.client.inner
     }
 

@@ -18,3 +18,5 @@ script!(UNLOCK, "unlock.lua");
 script!(FORCE_UNLOCK, "force_unlock.lua");
 script!(INSPECT, "inspect.lua");
 script!(ABANDON, "abandon.lua");
+#[cfg(feature = "sabotage")]
+script!(UNLOCK_WITHOUT_COMPARE, "unlock_without_compare.lua");

@@ -59,7 +59,15 @@ pub(crate) async fn unlock(inner: &Arc<Inner>, target: &Target) -> Result<u32, E
     let config = inner.redlock.config();
     let timeout = config.node_timeout_for(inner.watchdog.timeout());
     let latch = format!("{}:unlock:{request}", target.key());
-    let call = UNLOCK
+    #[cfg(feature = "sabotage")]
+    let unlock_script: &redlock_core::LockScript = if crate::sabotage::release_without_compare() {
+        &crate::scripts::UNLOCK_WITHOUT_COMPARE
+    } else {
+        &UNLOCK
+    };
+    #[cfg(not(feature = "sabotage"))]
+    let unlock_script: &redlock_core::LockScript = &UNLOCK;
+    let call = unlock_script
         .call()
         .key(target.key())
         .key(&latch)

@@ -37,6 +37,9 @@ mod config;
 mod lost;
 mod registry;
 mod renewal;
+#[cfg(feature = "sabotage")]
+#[doc(hidden)]
+pub mod sabotage;
 mod scripts;
 mod stats;
 mod watchdog;
@@ -44,5 +47,6 @@ mod watchdog;
 pub use config::WatchdogConfig;
 pub use lost::{LostReason, LostSignal};
 pub use registry::Registration;
+pub use renewal::RENEWING_TARGET;
 pub use stats::WatchdogStats;
 pub use watchdog::Watchdog;

@@ -73,6 +73,10 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        #[cfg(feature = "sabotage")]
+        if crate::sabotage::KEEP_RENEWING_RELEASED.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         if let Some(shared) = self.shared.upgrade() {
             shared.entries.remove(&self.id);
         }

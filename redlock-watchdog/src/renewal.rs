@@ -17,6 +17,10 @@ use crate::scripts::RENEW;
 use crate::watchdog::Shared;
 use crate::LostReason;
 
+/// The target of the trace event sent for each hold a round renews, just before the round's
+/// requests go out (the fault suite checks from them that nothing is renewed after release).
+pub const RENEWING_TARGET: &str = "redlock_watchdog::renewing";
+
 /// Runs until the watchdog is shut down or dropped.
 pub(crate) async fn run(
     shared: Weak<Shared>,
@@ -226,6 +230,11 @@ impl Shared {
             .collect();
         if due.is_empty() {
             return (true, 0);
+        }
+        if tracing::enabled!(target: RENEWING_TARGET, tracing::Level::TRACE) {
+            for hold in &due {
+                tracing::trace!(target: RENEWING_TARGET, key = %hold.key, "renewing");
+            }
         }
         let lease = self.config.timeout;
         let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);

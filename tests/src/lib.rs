@@ -24,18 +24,38 @@
 //! # let _ = urls;
 //! ```
 
+mod check;
 mod cluster;
 mod error;
+mod fault_run;
+mod fenced;
+pub mod history;
 mod holder;
 mod lock_fixtures;
 mod monitor;
+mod nemesis;
 mod probe;
 mod process;
+mod proxy;
 mod server;
+mod worker_process;
+mod worker_spec;
 
+pub use check::{
+    all_passed, beliefs, check_all, check_counter, check_fencing, check_overlap, check_quiescence,
+    check_token_order, kill_to_reacquire, lost_after_resume, success_rate, Belief, BeliefEnd,
+    CheckConfig, Report,
+};
 pub use cluster::RedisCluster;
 pub use error::{HarnessError, INSTALL_HINT};
+pub use fault_run::{actor, one_scenario_at_a_time, FaultRun, Outcome, RunConfig};
+pub use fenced::{Access, FencedClient, FencedResource};
+pub use history::History;
 pub use holder::HolderProcess;
 pub use lock_fixtures::{error_chain, eventually, eventually_async, hashes, pttls, seeded_rng};
 pub use monitor::Monitor;
+pub use nemesis::{FaultKind, Nemesis};
+pub use proxy::{Fault, FaultProxy, ProxyGrid};
 pub use server::{RedisServer, RedisServerBuilder, REDIS_SERVER_BIN_ENV};
+pub use worker_process::WorkerProcess;
+pub use worker_spec::{Sabotage, WorkerMode, WorkerSpec};

@@ -1,0 +1,58 @@
+//! Records the watchdog's renewals into the history: a tracing layer that turns each
+//! `RENEWING_TARGET` trace event (one per lock, as a round is sent) into `renew info lock=L`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use redlock_reentrant::RENEWING_TARGET;
+use redlock_tests::history::{History, Op, Phase};
+use redlock_tests::WorkerSpec as Args;
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The layer, filtered to the renewal events.
+pub(crate) fn layer<S>(history: Arc<History>, args: Arc<Args>) -> impl Layer<S>
+where
+    S: Subscriber + for<'span> LookupSpan<'span>,
+{
+    Renewals { history, args }
+        .with_filter(Targets::new().with_target(RENEWING_TARGET, Level::TRACE))
+}
+
+struct Renewals {
+    history: Arc<History>,
+    args: Arc<Args>,
+}
+
+impl<S: Subscriber> Layer<S> for Renewals {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let mut key = KeyField(None);
+        event.record(&mut key);
+        if let Some(key) = key.0 {
+            let lock = key.strip_prefix(&self.args.key_prefix).unwrap_or(&key);
+            let actor = crate::lock_actor(&self.args, lock);
+            self.history
+                .record(&actor, Op::Renew, Phase::Info, &[("lock", &lock)]);
+        }
+    }
+}
+
+/// Picks the `key` field out of an event.
+struct KeyField(Option<String>);
+
+impl Visit for KeyField {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "key" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "key" {
+            self.0 = Some(value.to_owned());
+        }
+    }
+}
