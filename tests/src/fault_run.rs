@@ -7,8 +7,9 @@
 //! use std::time::Duration;
 //! use redlock_tests::{FaultRun, RunConfig};
 //!
-//! let mut run = FaultRun::start(RunConfig::new("demo", env!("CARGO_BIN_EXE_fault_worker"))).await;
-//! run.spawn_workers(3, |_| {});
+//! // Integration tests pass `env!("CARGO_BIN_EXE_fault_worker")`.
+//! let mut run = FaultRun::start(RunConfig::new("demo", "target/debug/fault_worker")).await;
+//! run.spawn_workers(3, |_| {}).await;
 //! run.stop_node(0);
 //! tokio::time::sleep(Duration::from_secs(5)).await;
 //! let outcome = run.finish().await;
@@ -51,10 +52,7 @@ pub struct RunConfig {
 impl RunConfig {
     /// Five masters, workers with a 3 s lease, a random seed (or `TEST_SEED`).
     pub fn new(name: &str, worker_binary: impl Into<PathBuf>) -> RunConfig {
-        let seed = std::env::var("TEST_SEED")
-            .ok()
-            .and_then(|seed| seed.parse().ok())
-            .unwrap_or_else(|| fastrand::u64(..));
+        let seed = crate::test_seed();
         let worker = WorkerSpec::new(0, PathBuf::new(), Vec::new());
         RunConfig {
             name: name.to_owned(),
@@ -297,16 +295,12 @@ impl FaultRun {
                 self.proxies.set(w, n, fault);
             }
         }
-        let (op, kind) = match fault {
-            Fault::Pass => (Op::Heal, "proxy".to_owned()),
-            other => (Op::Fault, proxy_kind(other)),
+        let op = if fault == Fault::Pass {
+            Op::Heal
+        } else {
+            Op::Fault
         };
-        self.history.record(
-            "nemesis",
-            op,
-            Phase::Ok,
-            &[("kind", &kind), ("target", &target)],
-        );
+        self.record(op, proxy_kind(fault), &target);
     }
 
     /// Waits until some event satisfies `found` (polling the history), up to `timeout`.
@@ -356,7 +350,7 @@ impl FaultRun {
     /// keys left and the watchdogs' registrations, and runs the checkers.
     pub async fn finish(self) -> Outcome {
         self.proxies.heal();
-        self.record(Op::Heal, "proxy", "*:*");
+        self.record(Op::Heal, proxy_kind(Fault::Pass), "*:*");
         for n in 0..self.config.nodes {
             let server = self.cluster.node(n);
             if server.is_stopped() {
@@ -554,7 +548,7 @@ fn node(n: usize) -> String {
     format!("n{n}")
 }
 
-fn proxy_kind(fault: Fault) -> String {
+fn proxy_kind(fault: Fault) -> &'static str {
     match fault {
         Fault::Pass => "proxy",
         Fault::Delay(_) => "proxy-delay",
@@ -563,5 +557,4 @@ fn proxy_kind(fault: Fault) -> String {
         Fault::Reset => "proxy-reset",
         Fault::DropReplies => "proxy-drop",
     }
-    .to_owned()
 }

@@ -13,6 +13,32 @@
 //! for example `81234567 w3 acquire ok lock=fenced depth=1 token=1732264000123456`. Values never
 //! contain spaces ([`History::record`] replaces them). A worker killed mid-write leaves at most a
 //! truncated last line, which [`read_history`] skips.
+//!
+//! # What each actor writes
+//!
+//! A worker `w<N>` (`w<N>.<T>` for loop T of a worker running several), where `depth` is the
+//! hold count after an acquisition or before a release (1: the outer hold):
+//!
+//! | event | when |
+//! | --- | --- |
+//! | `acquire invoke lock=L depth=D` | an acquisition starts |
+//! | `acquire ok lock=L depth=D token=T` | it succeeded (nested holds repeat the token) |
+//! | `acquire fail lock=L depth=D err=E` | it certainly did not take the lock (`Busy`: the wait ran out) |
+//! | `acquire info lock=L depth=D err=cancelled` | it was dropped part way |
+//! | `release invoke`, `release ok`, `release fail ... err=E` | a release (`depth=1` ends the belief) |
+//! | `lost info lock=L reason=R` | the outer hold's lost signal fired |
+//! | `read invoke/ok/fail`, `write invoke/ok/fail` | fenced accesses: `token`, `value`, and on success the resource's `seq` (one order over every accepted access), on a stale rejection `highest` |
+//! | `renew info lock=L` | the watchdog is sending a renewal of L |
+//! | `stats info registered=R renewed=N` | after quiescing: the watchdog's registrations left |
+//!
+//! The nemesis writes `fault ok kind=K target=X` when a fault starts and `heal ok kind=K
+//! target=X` when it ends: `kill-worker` and `stop-worker` (target `w<N>`), `kill-node`,
+//! `stop-node`, `restart-node` and `flush-scripts` (target `n<I>`), and the proxy faults
+//! `proxy-delay`, `proxy-hold`, `proxy-blackhole`, `proxy-reset` and `proxy-drop` (target
+//! `w<N>:n<I>`, `*` for every worker or node). The test writes `spawn ok target=w<N> pid=P`,
+//! `note info what=quiesce` when it heals everything and tells the workers to stop, and
+//! `note info what=final value=V keys=K` with the resource's counter and the lock keys left one
+//! lease later.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -47,7 +73,7 @@ pub enum Op {
     Read,
     /// A fenced write of the resource (`token`, `value`; on success `seq`).
     Write,
-    /// A worker's watchdog counters once it went quiet (`registered`, `renewed`, `holds`).
+    /// A worker's watchdog counters once it went quiet (`registered`, `renewed`).
     Stats,
     /// The nemesis starting a fault (`kind`, `target`).
     Fault,
@@ -142,6 +168,16 @@ impl Event {
     /// The field `key` as a number, if present and numeric.
     pub fn number(&self, key: &str) -> Option<u64> {
         self.field(key)?.parse().ok()
+    }
+
+    /// Whether this is `op` at `phase`.
+    pub fn is(&self, op: Op, phase: Phase) -> bool {
+        (self.op, self.phase) == (op, phase)
+    }
+
+    /// Whether the event is about a lock's outer hold (`depth=1`).
+    pub fn is_outer(&self) -> bool {
+        self.number("depth") == Some(1)
     }
 
     /// Parses one history line; `None` for a malformed (e.g. truncated) line.

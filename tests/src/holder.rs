@@ -1,24 +1,14 @@
 //! A lock holder in a child process (the `holder` binary), which a test can kill, freeze and
 //! resume: the faults a process holding a renewed lock meets in production.
 
-use std::fmt::Write as _;
-use std::io::{self, BufRead as _, BufReader, Read as _, Write as _};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use nix::sys::signal::Signal;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-
-use crate::process::{self, kill_child, reap_if_exited, to_pid, State};
+use crate::child::ChildProcess;
 
 /// How long [`HolderProcess::spawn`] waits for the `ACQUIRED` line.
 const SPAWN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long [`HolderProcess::stop`] waits for the stop to take effect.
-const STOP_TIMEOUT: Duration = Duration::from_secs(2);
 /// The line prefix the holder prints once it holds the lock, before the fencing token.
 const ACQUIRED: &str = "ACQUIRED ";
 
@@ -54,44 +44,7 @@ const ACQUIRED: &str = "ACQUIRED ";
 /// [`wait_for_line`]: HolderProcess::wait_for_line
 #[derive(Debug)]
 pub struct HolderProcess {
-    pid: u32,
-    name: String,
-    state: Mutex<State>,
-    output: Mutex<Output>,
-    stderr: Arc<Mutex<String>>,
-}
-
-#[derive(Debug)]
-struct Output {
-    /// Lines from the reader thread; disconnected once the child's stdout closes.
-    lines: Receiver<String>,
-    /// Every line received so far, in order.
-    seen: Vec<String>,
-    /// Whether the reader thread is done (the child closed its stdout).
-    closed: bool,
-}
-
-impl Output {
-    /// Moves every line already received into `seen`.
-    fn drain(&mut self) {
-        loop {
-            match self.lines.try_recv() {
-                Ok(line) => self.seen.push(line),
-                Err(TryRecvError::Empty) => return,
-                Err(TryRecvError::Disconnected) => {
-                    self.closed = true;
-                    return;
-                }
-            }
-        }
-    }
-
-    fn find(&self, prefix: &str) -> Option<String> {
-        self.seen
-            .iter()
-            .find(|line| line.starts_with(prefix))
-            .cloned()
-    }
+    process: ChildProcess,
 }
 
 impl HolderProcess {
@@ -107,7 +60,7 @@ impl HolderProcess {
         if holder.wait_acquired(SPAWN_TIMEOUT).is_none() {
             panic!(
                 "holder of {name:?} did not acquire within {SPAWN_TIMEOUT:?}\n{}",
-                holder.report()
+                holder.process.report()
             );
         }
         holder
@@ -120,59 +73,19 @@ impl HolderProcess {
     ///
     /// If the binary cannot run.
     pub fn start(binary: impl AsRef<Path>, name: &str, timeout: Duration, urls: &[String]) -> Self {
-        let binary = binary.as_ref();
-        let mut child = Command::new(binary)
+        let mut command = Command::new(binary.as_ref());
+        command
             .arg(name)
             .arg(timeout.as_millis().to_string())
-            .args(urls)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("could not run the holder `{}`: {e}", binary.display()));
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let stderr = child.stderr.take().expect("stderr is piped");
-
-        let (sender, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let collected = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&collected);
-        thread::spawn(move || {
-            let mut stderr = stderr;
-            let mut buf = [0_u8; 4096];
-            while let Ok(n @ 1..) = stderr.read(&mut buf) {
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-
+            .args(urls);
         Self {
-            pid: child.id(),
-            name: name.to_owned(),
-            state: Mutex::new(State {
-                child: Some(child),
-                stopped: false,
-            }),
-            output: Mutex::new(Output {
-                lines,
-                seen: Vec::new(),
-                closed: false,
-            }),
-            stderr: collected,
+            process: ChildProcess::spawn(&mut command, format!("holder of {name:?}")),
         }
     }
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.process.pid()
     }
 
     /// The fencing token of its hold, from its `ACQUIRED` line.
@@ -182,9 +95,10 @@ impl HolderProcess {
     /// If it has not printed `ACQUIRED` yet (see [`HolderProcess::wait_acquired`]).
     pub fn token(&self) -> u64 {
         let line = self
-            .output()
-            .find(ACQUIRED)
-            .unwrap_or_else(|| panic!("the holder has not acquired yet\n{}", self.report()));
+            .wait_for_line(ACQUIRED, Duration::ZERO)
+            .unwrap_or_else(|| {
+                panic!("the holder has not acquired yet\n{}", self.process.report())
+            });
         parse_token(&line)
     }
 
@@ -203,61 +117,33 @@ impl HolderProcess {
     /// it; `None` if none came in time or the holder closed its output first. Lines are kept:
     /// asking again finds the same line.
     pub fn wait_for_line(&self, prefix: &str, deadline: Duration) -> Option<String> {
-        let until = Instant::now() + deadline;
-        let mut output = self.output();
-        output.drain();
-        loop {
-            if let Some(line) = output.find(prefix) {
-                return Some(line);
-            }
-            if output.closed {
-                return None;
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            match output.lines.recv_timeout(left) {
-                Ok(line) => output.seen.push(line),
-                Err(RecvTimeoutError::Timeout) => return None,
-                Err(RecvTimeoutError::Disconnected) => output.closed = true,
-            }
-        }
+        self.process.wait_for_line(prefix, deadline)
     }
 
     /// Every line the holder printed so far.
     pub fn lines(&self) -> Vec<String> {
-        let mut output = self.output();
-        output.drain();
-        output.seen.clone()
+        self.process.lines()
     }
 
     /// What the holder wrote to standard error so far.
     pub fn stderr(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.process.stderr()
     }
 
     /// Whether the process is alive and not stopped.
     pub fn is_running(&self) -> bool {
-        let mut state = self.state();
-        reap_if_exited(&mut state);
-        state.child.is_some() && !state.stopped
+        self.process.is_running()
     }
 
     /// Whether the process is alive but stopped by [`HolderProcess::stop`].
     pub fn is_stopped(&self) -> bool {
-        let mut state = self.state();
-        reap_if_exited(&mut state);
-        state.child.is_some() && state.stopped
+        self.process.is_stopped()
     }
 
     /// Kills the process with SIGKILL (a crash: nothing is released) and reaps it. Does nothing
     /// if it is already dead.
     pub fn kill(&self) {
-        kill_child(&mut self.state());
+        self.process.kill();
     }
 
     /// Freezes the process with SIGSTOP (a long GC pause, a frozen VM) and waits until it is
@@ -267,39 +153,7 @@ impl HolderProcess {
     ///
     /// If the process is dead or the signal fails.
     pub fn stop(&self) {
-        let mut state = self.state();
-        reap_if_exited(&mut state);
-        if state.stopped {
-            return;
-        }
-        assert!(
-            state.child.is_some(),
-            "cannot stop the holder: it is not running\n{}",
-            self.report()
-        );
-        send(self.pid, Signal::SIGSTOP);
-        state.stopped = true;
-        let until = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < until {
-            match waitpid(
-                to_pid(self.pid),
-                Some(WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG),
-            ) {
-                Ok(WaitStatus::StillAlive) => thread::sleep(Duration::from_millis(1)),
-                Ok(WaitStatus::Stopped(..)) => return,
-                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_) => {
-                    // Reaped by `waitpid`: forget the child.
-                    state.child = None;
-                    state.stopped = false;
-                    panic!("the holder died while being stopped\n{}", self.report());
-                }
-                Ok(_) => return,
-            }
-        }
-        panic!(
-            "the holder did not stop within {STOP_TIMEOUT:?}\n{}",
-            self.report()
-        );
+        self.process.stop();
     }
 
     /// Resumes a process frozen by [`HolderProcess::stop`] with SIGCONT. Does nothing if it is
@@ -309,41 +163,7 @@ impl HolderProcess {
     ///
     /// If the signal fails.
     pub fn resume(&self) {
-        let mut state = self.state();
-        if state.stopped && state.child.is_some() {
-            send(self.pid, Signal::SIGCONT);
-        }
-        state.stopped = false;
-    }
-
-    /// The lock name, what it printed, and its standard error, for panic messages.
-    fn report(&self) -> String {
-        let mut out = format!("--- holder of {:?}, pid {} ---\n", self.name, self.pid);
-        for line in self.lines() {
-            let _ = writeln!(out, "[holder:{}] {line}", self.pid);
-        }
-        for line in self.stderr().lines() {
-            let _ = writeln!(out, "[holder:{} stderr] {line}", self.pid);
-        }
-        out
-    }
-
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn output(&self) -> MutexGuard<'_, Output> {
-        self.output.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Drop for HolderProcess {
-    fn drop(&mut self) {
-        kill_child(&mut self.state());
-        if thread::panicking() {
-            // Not `eprint!`: with stderr closed it would panic again and abort.
-            let _ = io::stderr().write_all(self.report().as_bytes());
-        }
+        self.process.resume();
     }
 }
 
@@ -352,9 +172,4 @@ fn parse_token(line: &str) -> u64 {
         .trim()
         .parse()
         .unwrap_or_else(|e| panic!("bad ACQUIRED line {line:?}: {e}"))
-}
-
-fn send(pid: u32, sig: Signal) {
-    process::send(pid, sig)
-        .unwrap_or_else(|e| panic!("could not send {sig} to the holder, pid {pid}: {e}"));
 }

@@ -25,6 +25,7 @@
 //! ```
 
 mod check;
+mod child;
 mod cluster;
 mod error;
 mod fault_run;
@@ -52,7 +53,9 @@ pub use fault_run::{actor, one_scenario_at_a_time, FaultRun, Outcome, RunConfig}
 pub use fenced::{Access, FencedClient, FencedResource};
 pub use history::History;
 pub use holder::HolderProcess;
-pub use lock_fixtures::{error_chain, eventually, eventually_async, hashes, pttls, seeded_rng};
+pub use lock_fixtures::{
+    error_chain, eventually, eventually_async, hashes, pttls, seeded_rng, test_seed,
+};
 pub use monitor::Monitor;
 pub use nemesis::{FaultKind, Nemesis};
 pub use proxy::{Fault, FaultProxy, ProxyGrid};

@@ -80,10 +80,15 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 /// A random generator seeded from `TEST_SEED` if set, else at random; the seed is printed so a
 /// failing run can be replayed with `TEST_SEED=<seed>`.
 pub fn seeded_rng() -> fastrand::Rng {
-    let seed = std::env::var("TEST_SEED")
-        .ok()
-        .and_then(|seed| seed.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
+    let seed = test_seed();
     eprintln!("TEST_SEED={seed}");
     fastrand::Rng::with_seed(seed)
+}
+
+/// The seed in `TEST_SEED` if set, else a random one.
+pub fn test_seed() -> u64 {
+    std::env::var("TEST_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..))
 }

@@ -14,7 +14,7 @@ fn cycles(outcome: &Outcome) -> usize {
     outcome
         .events
         .iter()
-        .filter(|e| (e.op, e.phase) == (Op::Acquire, Phase::Ok) && e.field("depth") == Some("1"))
+        .filter(|e| e.is(Op::Acquire, Phase::Ok) && e.is_outer())
         .count()
 }
 
@@ -46,7 +46,7 @@ async fn many_short_cycles_renew_nothing_after_release() {
             .map(|events| {
                 events
                     .iter()
-                    .filter(|e| (e.op, e.phase) == (Op::Acquire, Phase::Ok))
+                    .filter(|e| e.is(Op::Acquire, Phase::Ok))
                     .count()
             })
             .unwrap_or(0);

@@ -21,12 +21,7 @@ fn config(name: &str, sabotage: Option<Sabotage>) -> RunConfig {
 
 /// `ok` of an outer acquisition by `actor` after `after`.
 fn outer_ok(actor: &str, after: u64) -> impl Fn(&Event) -> bool + '_ {
-    move |e| {
-        e.actor == actor
-            && e.t > after
-            && (e.op, e.phase) == (Op::Acquire, Phase::Ok)
-            && e.field("depth") == Some("1")
-    }
+    move |e| e.actor == actor && e.t > after && e.is(Op::Acquire, Phase::Ok) && e.is_outer()
 }
 
 /// The real lock passes; the twin is caught by `checker`.
@@ -85,7 +80,7 @@ async fn a_quorum_of_one_is_caught() {
     assert!(attempts > 0, "nobody tried\n{}", real.replay_hint());
     let no_quorum = cut_off
         .iter()
-        .filter(|e| (e.op, e.phase) == (Op::Acquire, Phase::Fail))
+        .filter(|e| e.is(Op::Acquire, Phase::Fail))
         .all(|e| e.field("err") == Some("NoQuorum"));
     assert!(
         no_quorum,
@@ -115,7 +110,7 @@ async fn late_replies(sabotage: Option<Sabotage>) -> Outcome {
     let start = now_ns();
     run.spawn_worker(|_| {}).await;
     run.wait_for_event(lease, |e| {
-        e.actor == "w0" && e.t > start && (e.op, e.phase) == (Op::Acquire, Phase::Invoke)
+        e.actor == "w0" && e.t > start && e.is(Op::Acquire, Phase::Invoke)
     })
     .await
     .expect("w0 tries");
@@ -162,9 +157,7 @@ async fn late_release(sabotage: Option<Sabotage>) -> Outcome {
     run.proxy(Some(0), None, Fault::Delay(lease + lease / 6));
     run.spawn_workers(2, |_| {}).await;
     let w1_or_w2 = |e: &Event| {
-        (e.actor == "w1" || e.actor == "w2")
-            && (e.op, e.phase) == (Op::Acquire, Phase::Ok)
-            && e.field("depth") == Some("1")
+        (e.actor == "w1" || e.actor == "w2") && e.is(Op::Acquire, Phase::Ok) && e.is_outer()
     };
     run.wait_for_event(lease * 3, w1_or_w2)
         .await

@@ -16,7 +16,7 @@ async fn next_outer_outcome(run: &FaultRun, after: u64, within: Duration) -> (u6
             e.actor == "w0"
                 && e.t > after
                 && e.op == Op::Acquire
-                && e.field("depth") == Some("1")
+                && e.is_outer()
                 && e.phase != Phase::Invoke
         })
         .await
@@ -138,7 +138,7 @@ async fn acquisitions_dropped_under_latency_leak_nothing() {
     let cancelled = outcome
         .events
         .iter()
-        .filter(|e| e.op == Op::Acquire && e.phase == Phase::Info)
+        .filter(|e| e.is(Op::Acquire, Phase::Info))
         .count();
     eprintln!("dropped-acquisitions: {cancelled} acquisitions dropped part way; 0 leaks expected");
     outcome.assert_passed();

@@ -15,7 +15,7 @@ fn outcomes(events: &[Event], from: u64, to: u64) -> Vec<&Event> {
     events
         .iter()
         .filter(|e| e.t >= from && e.t <= to && e.op == Op::Acquire)
-        .filter(|e| matches!(e.phase, Phase::Ok | Phase::Fail) && e.field("depth") == Some("1"))
+        .filter(|e| matches!(e.phase, Phase::Ok | Phase::Fail) && e.is_outer())
         .collect()
 }
 
@@ -150,7 +150,7 @@ async fn restart_with_a_majority_vote(persistent: bool) -> redlock_tests::Outcom
         if worker == 0 {
             run.spawn_worker(|_| {}).await;
             run.wait_for_event(lease * 2, |e| {
-                e.actor == "w0" && e.t > start && (e.op, e.phase) == (Op::Acquire, Phase::Ok)
+                e.actor == "w0" && e.t > start && e.is(Op::Acquire, Phase::Ok)
             })
             .await
             .expect("w0 takes the lock on masters 0-2");

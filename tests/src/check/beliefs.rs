@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-use super::{is_worker, lock_of, nanos, nemesis_target, outer};
+use super::{is_worker, lock_of, nanos, nemesis_target};
 use crate::history::{Event, Op, Phase};
 
 /// How long a worker believed it held a lock: from its `acquire ok depth=1` to [`BeliefEnd`].
@@ -100,13 +100,13 @@ pub(super) fn logged_beliefs(events: &[Event]) -> Vec<Belief> {
     for event in events.iter().filter(|event| is_worker(&event.actor)) {
         let key = (event.actor.as_str(), lock_of(event));
         let end = match (event.op, event.phase) {
-            (Op::Acquire, Phase::Invoke) if outer(event) => {
+            (Op::Acquire, Phase::Invoke) if event.is_outer() => {
                 invoked.insert(key, event.t);
                 continue;
             }
             // An `ok` ends a belief still open (a re-acquire) and opens the next one.
-            (Op::Acquire, Phase::Ok) if outer(event) => BeliefEnd::Reacquired,
-            (Op::Release, Phase::Invoke) if outer(event) => BeliefEnd::Release,
+            (Op::Acquire, Phase::Ok) if event.is_outer() => BeliefEnd::Reacquired,
+            (Op::Release, Phase::Invoke) if event.is_outer() => BeliefEnd::Release,
             (Op::Lost, Phase::Info) => BeliefEnd::Lost,
             _ => continue,
         };

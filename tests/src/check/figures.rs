@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::beliefs::long_stops;
-use super::{beliefs, is_worker, lock_of, outer, BeliefEnd};
+use super::{beliefs, is_worker, lock_of, BeliefEnd};
 use crate::history::{Event, Op, Phase};
 
 /// For each kill of a worker that believed it held a lock then (see [`beliefs`]; a worker
@@ -15,7 +15,7 @@ use crate::history::{Event, Op, Phase};
 pub fn kill_to_reacquire(events: &[Event], pause_bound: Duration) -> Vec<Duration> {
     let mut acquired: HashMap<&str, Vec<(u64, &str)>> = HashMap::new();
     for event in events.iter().filter(|event| is_worker(&event.actor)) {
-        if (event.op, event.phase) == (Op::Acquire, Phase::Ok) && outer(event) {
+        if (event.op, event.phase) == (Op::Acquire, Phase::Ok) && event.is_outer() {
             let acquisitions = acquired.entry(lock_of(event)).or_default();
             acquisitions.push((event.t, &event.actor));
         }
@@ -57,7 +57,7 @@ pub fn lost_after_resume(
             .iter()
             .filter(|event| event.actor == belief.worker && lock_of(event) == belief.lock)
             .take_while(|event| {
-                !((event.op, event.phase) == (Op::Acquire, Phase::Ok) && outer(event))
+                !((event.op, event.phase) == (Op::Acquire, Phase::Ok) && event.is_outer())
             })
             .find(|event| match (event.op, event.phase) {
                 (Op::Lost, Phase::Info) => true,
@@ -76,7 +76,7 @@ pub fn lost_after_resume(
 pub fn success_rate(events: &[Event]) -> (u64, u64) {
     let (mut ok, mut attempts) = (0, 0);
     for event in events.iter().filter(|event| is_worker(&event.actor)) {
-        if event.op == Op::Acquire && outer(event) {
+        if event.op == Op::Acquire && event.is_outer() {
             match event.phase {
                 Phase::Ok => (ok, attempts) = (ok + 1, attempts + 1),
                 Phase::Fail => attempts += 1,

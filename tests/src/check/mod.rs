@@ -148,8 +148,7 @@ fn span_ms(from: u64, to: u64) -> String {
     format!("{:.1}ms", to.saturating_sub(from) as f64 / 1e6)
 }
 
-/// Whether `actor` is a worker (`w<N>`).
-/// `w<N>`, or `w<N>.<T>` for task T of a worker running several loops.
+/// Whether `actor` is a worker: `w<N>`, or `w<N>.<T>` for task T of a worker running several loops.
 fn is_worker(actor: &str) -> bool {
     let numeric = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
     actor
@@ -163,11 +162,6 @@ fn is_worker(actor: &str) -> bool {
 /// The event's `lock` field (`?` when missing, so a malformed event still shows up).
 fn lock_of(event: &Event) -> &str {
     event.field("lock").unwrap_or("?")
-}
-
-/// Whether the event is about the outer hold (`depth=1`).
-fn outer(event: &Event) -> bool {
-    event.number("depth") == Some(1)
 }
 
 /// The target of a nemesis event `op` (`fault` or `heal`, phase `ok`) of `kind`, if `event`

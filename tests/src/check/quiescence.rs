@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::{is_worker, lock_of, nanos, nemesis_target, outer, span_ms, Clock, Report};
+use super::{is_worker, lock_of, nanos, nemesis_target, span_ms, Clock, Report};
 use crate::history::{Event, Op, Phase};
 
 /// How long after a `lost info` a renewal may still be sent: a round already in flight.
@@ -117,14 +117,14 @@ fn check_renewals(events: &[Event], clock: Clock, violations: &mut Vec<String>) 
     for event in events.iter().filter(|event| is_worker(&event.actor)) {
         let key = (event.actor.as_str(), lock_of(event));
         let (end, renewable_for) = match (event.op, event.phase) {
-            (Op::Acquire, Phase::Invoke) if outer(event) => {
+            (Op::Acquire, Phase::Invoke) if event.is_outer() => {
                 registrations.insert(key, Registration::Active);
                 continue;
             }
-            (Op::Acquire, Phase::Fail) if outer(event) => ("acquire fail", 0),
-            (Op::Acquire, Phase::Info) if outer(event) => ("acquire info", 0),
-            (Op::Release, Phase::Ok) if outer(event) => ("release ok", 0),
-            (Op::Release, Phase::Fail) if outer(event) => ("release fail", 0),
+            (Op::Acquire, Phase::Fail) if event.is_outer() => ("acquire fail", 0),
+            (Op::Acquire, Phase::Info) if event.is_outer() => ("acquire info", 0),
+            (Op::Release, Phase::Ok) if event.is_outer() => ("release ok", 0),
+            (Op::Release, Phase::Fail) if event.is_outer() => ("release fail", 0),
             (Op::Lost, Phase::Info) => ("lost", grace),
             (Op::Renew, Phase::Info) => {
                 renewals += 1;

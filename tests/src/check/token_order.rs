@@ -3,7 +3,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
-use super::{is_worker, lock_of, outer, Clock, Report};
+use super::{is_worker, lock_of, Clock, Report};
 use crate::history::{Event, Op, Phase};
 
 /// One outer acquisition: its worker, its `acquire invoke` and `acquire ok` times, its token.
@@ -32,10 +32,10 @@ pub fn check_token_order(events: &[Event]) -> Report {
     {
         let (worker, lock) = (event.actor.as_str(), lock_of(event));
         match event.phase {
-            Phase::Invoke if outer(event) => {
+            Phase::Invoke if event.is_outer() => {
                 invoked.insert((worker, lock), event.t);
             }
-            Phase::Ok if outer(event) => {
+            Phase::Ok if event.is_outer() => {
                 let at = clock.at(event.t);
                 let Some(token) = event.number("token") else {
                     let msg = format!("{worker} acquired {lock} at {at} without a numeric token");

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redlock_reentrant::{CancellationToken, Error, LockClient, LockGuard, RLock, RetryPolicy};
 use redlock_tests::history::{History, Op, Phase};
-use redlock_tests::{Access, FencedClient, Sabotage, WorkerMode as Mode, WorkerSpec as Args};
+use redlock_tests::{Access, FencedClient, Sabotage, WorkerMode, WorkerSpec};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tracing_subscriber::layer::SubscriberExt as _;
 
@@ -36,7 +36,7 @@ mod renewals;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match Args::parse(std::env::args().skip(1)) {
+    let args = match WorkerSpec::parse(std::env::args().skip(1)) {
         Ok(args) => Arc::new(args),
         Err(err) => {
             eprintln!("fault_worker: {err} (see redlock_tests::WorkerSpec)");
@@ -128,7 +128,7 @@ async fn main() -> ExitCode {
 
 /// One lock loop.
 struct Worker {
-    args: Arc<Args>,
+    args: Arc<WorkerSpec>,
     history: Arc<History>,
     actor: String,
     client: LockClient,
@@ -141,7 +141,7 @@ struct Worker {
 impl Worker {
     async fn run(mut self) {
         let mut resource = match (&self.args.mode, &self.args.resource) {
-            (Mode::Fenced, Some(url)) => match FencedClient::connect(url).await {
+            (WorkerMode::Fenced, Some(url)) => match FencedClient::connect(url).await {
                 Ok(resource) => Some(resource),
                 Err(err) => {
                     eprintln!("fault_worker: cannot reach the resource: {err}");
@@ -153,8 +153,8 @@ impl Worker {
         let mut cycle = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
             let name = match self.args.mode {
-                Mode::Fenced => "fenced".to_owned(),
-                Mode::Cycles => format!("c{}-{}-{cycle}", self.args.id, self.task),
+                WorkerMode::Fenced => "fenced".to_owned(),
+                WorkerMode::Cycles => format!("c{}-{}-{cycle}", self.args.id, self.task),
             };
             cycle += 1;
             let lock = self.client.get_lock(&name);
@@ -376,7 +376,7 @@ impl Worker {
 
 /// The history actor of loop `task`: `w<id>`, or `w<id>.<task>` when the worker runs several
 /// loops (the checkers then follow each loop on its own).
-fn task_actor(args: &Args, task: u32) -> String {
+fn task_actor(args: &WorkerSpec, task: u32) -> String {
     if args.tasks > 1 {
         format!("w{}.{task}", args.id)
     } else {
@@ -386,12 +386,12 @@ fn task_actor(args: &Args, task: u32) -> String {
 
 /// The loop that holds `lock`: in cycles mode its name says (`c<id>-<task>-<cycle>`); a shared
 /// lock is the one loop's when there is one.
-fn lock_actor(args: &Args, lock: &str) -> String {
+fn lock_actor(args: &WorkerSpec, lock: &str) -> String {
     let task = lock
         .strip_prefix('c')
         .and_then(|rest| rest.split('-').nth(1))
         .and_then(|task| task.parse().ok())
-        .filter(|_| args.mode == Mode::Cycles);
+        .filter(|_| args.mode == WorkerMode::Cycles);
     task_actor(args, task.unwrap_or(0))
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use redlock_reentrant::RENEWING_TARGET;
 use redlock_tests::history::{History, Op, Phase};
-use redlock_tests::WorkerSpec as Args;
+use redlock_tests::WorkerSpec;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::filter::Targets;
@@ -14,7 +14,7 @@ use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 /// The layer, filtered to the renewal events.
-pub(crate) fn layer<S>(history: Arc<History>, args: Arc<Args>) -> impl Layer<S>
+pub(crate) fn layer<S>(history: Arc<History>, args: Arc<WorkerSpec>) -> impl Layer<S>
 where
     S: Subscriber + for<'span> LookupSpan<'span>,
 {
@@ -24,7 +24,7 @@ where
 
 struct Renewals {
     history: Arc<History>,
-    args: Arc<Args>,
+    args: Arc<WorkerSpec>,
 }
 
 impl<S: Subscriber> Layer<S> for Renewals {
