@@ -79,6 +79,12 @@ impl LockGuard {
 
     /// Releases this hold and reports the outcome.
     ///
+    /// If too few nodes answer ([`Error::NoQuorum`]), nobody could retry the release once the
+    /// guard is gone, so the hold is given up: renewal stops, the lost signal fires
+    /// ([`LostReason::QuorumLost`]) for any nested hold of it still in use, and the lock is
+    /// deleted on the nodes that answer; elsewhere it expires within its lease. A hold whose
+    /// guard is gone is never renewed.
+    ///
     /// # Cancel safety
     ///
     /// As [`RLock::unlock`]: dropping the future may leave the release half-applied; the hold
@@ -87,48 +93,22 @@ impl LockGuard {
     /// # Errors
     ///
     /// As [`RLock::unlock`]; [`Error::LockLost`] when the hold was lost before.
-    ///
-    /// If too few nodes answer ([`Error::NoQuorum`]), the release is not given up: the guard
-    /// is gone, so it goes on in the background (as on drop) until it is applied or the hold
-    /// is lost. A hold whose guard is gone never stays renewed.
     pub async fn unlock(mut self) -> Result<(), Error> {
         self.released = true;
-        let outcome = self.lock.unlock().await;
-        if matches!(outcome, Err(Error::NoQuorum { .. })) {
-            release_in_background(self.lock.clone());
-        }
-        outcome
+        self.lock.unlock_or_give_up().await
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if !self.released {
-            release_in_background(self.lock.clone());
+        if self.released {
+            return;
         }
-    }
-}
-
-/// Releases one hold of `lock`, retrying with the lock's backoff while too few nodes answer,
-/// until the release is applied or the hold is lost (the watchdog declares it lost when its
-/// renewals miss the majority, so this ends). Needs a runtime; without one the hold is left to
-/// expire.
-fn release_in_background(lock: RLock) {
-    redlock_core::spawn_cleanup(async move {
-        let retry = lock.inner().redlock.config().retry;
-        let mut attempt: u32 = 0;
-        loop {
-            match lock.unlock().await {
-                Err(Error::NoQuorum { .. }) => {
-                    tokio::time::sleep(retry.delay(attempt)).await;
-                    attempt = attempt.saturating_add(1);
-                }
-                Err(err) => {
-                    tracing::debug!(lock = %lock.name(), error = %err, "background release ended");
-                    return;
-                }
-                Ok(()) => return,
+        let lock = self.lock.clone();
+        redlock_core::spawn_cleanup(async move {
+            if let Err(err) = lock.unlock_or_give_up().await {
+                tracing::debug!(lock = %lock.name(), error = %err, "release on guard drop failed");
             }
-        }
-    });
+        });
+    }
 }

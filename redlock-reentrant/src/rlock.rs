@@ -11,6 +11,7 @@ use crate::client::Inner;
 use crate::holds::{HoldKey, Target};
 use crate::inspect::inspect;
 use crate::owner::OwnerSource;
+use crate::unlock::OnNoQuorum;
 use crate::{Error, LockClient, LockGuard, LockOwner};
 
 /// A reentrant distributed lock, Redisson's `RLock` for tokio.
@@ -80,7 +81,7 @@ impl RLock {
         }
     }
 
-    pub(crate) fn inner(&self) -> &Arc<Inner> {
+    fn inner(&self) -> &Arc<Inner> {
         &self.client.inner
     }
 
@@ -284,7 +285,15 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(&self) -> Result<(), Error> {
-        crate::unlock::unlock(self.inner(), &self.target())
+        crate::unlock::unlock(self.inner(), &self.target(), OnNoQuorum::KeepHold)
+            .await
+            .map(|_| ())
+    }
+
+    /// As [`unlock`](Self::unlock), but a release no majority answered gives the whole hold up
+    /// (for guards: nobody can call again once the guard is gone).
+    pub(crate) async fn unlock_or_give_up(&self) -> Result<(), Error> {
+        crate::unlock::unlock(self.inner(), &self.target(), OnNoQuorum::GiveUp)
             .await
             .map(|_| ())
     }

@@ -9,9 +9,20 @@ use redlock_watchdog::LostReason;
 
 use crate::acquire::millis;
 use crate::client::Inner;
-use crate::holds::Target;
+use crate::holds::{HoldCell, HoldState, Target};
 use crate::scripts::{ABANDON, FORCE_UNLOCK, UNLOCK};
 use crate::Error;
+
+/// What an unlock does when too few nodes answer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnNoQuorum {
+    /// Keep the hold (counted and renewed) and its pending request, for the caller to retry:
+    /// `RLock::unlock`, whose caller can call again.
+    KeepHold,
+    /// Give the whole hold up: a guard's release, which nobody can retry once the guard is
+    /// gone. See [`give_up`].
+    GiveUp,
+}
 
 /// Releases one nested hold; returns how many are left.
 ///
@@ -19,7 +30,11 @@ use crate::Error;
 /// follows it. Each request carries an id that every node remembers with its answer for a short
 /// while: retrying after a lost reply (here, or in a later call after an error) gets the same
 /// answers instead of a false "not owner".
-pub(crate) async fn unlock(inner: &Arc<Inner>, target: &Target) -> Result<u32, Error> {
+pub(crate) async fn unlock(
+    inner: &Arc<Inner>,
+    target: &Target,
+    on_no_quorum: OnNoQuorum,
+) -> Result<u32, Error> {
     inner.check_open()?;
     let not_owner = || Error::NotOwner {
         name: target.name.to_string(),
@@ -110,7 +125,11 @@ pub(crate) async fn unlock(inner: &Arc<Inner>, target: &Target) -> Result<u32, E
         }
         if retry >= config.retry.retries {
             let answered = fan.answered();
-            break Err(Error::no_quorum(&target.name, answered, &mut fan));
+            let err = Error::no_quorum(&target.name, answered, &mut fan);
+            if on_no_quorum == OnNoQuorum::GiveUp {
+                give_up(inner, target, &mut state, &cell).await;
+            }
+            break Err(err);
         }
         tokio::time::sleep(config.retry.delay(retry)).await;
         retry += 1;
@@ -119,6 +138,42 @@ pub(crate) async fn unlock(inner: &Arc<Inner>, target: &Target) -> Result<u32, E
     drop(cell);
     inner.holds.forget_if_idle(&target.hold);
     outcome
+}
+
+/// Gives up a hold whose release could not reach a majority and that nobody can release any
+/// more. The client stops renewing it first and fires its lost signal
+/// ([`LostReason::QuorumLost`]): nested holds still in use answer `LockLost` until they are
+/// unwound, as for any lost hold. Then it deletes the lock where this owner holds it, retried
+/// until a majority answered; where that fails, it expires within its lease. Runs with the
+/// hold's state locked, so this owner's next acquisition of the lock is sent after the deletion
+/// on every node's connection.
+async fn give_up(inner: &Arc<Inner>, target: &Target, state: &mut HoldState, cell: &HoldCell) {
+    if let Some(lost) = &state.lost {
+        lost.fire(LostReason::QuorumLost);
+    }
+    state.registration = None;
+    state.pending_unlock = None;
+    state.count = state.count.saturating_sub(1);
+    if state.count == 0 {
+        state.clear(cell);
+    }
+    let config = inner.redlock.config();
+    let timeout = config.node_timeout_for(inner.watchdog.timeout());
+    let call = ABANDON
+        .call()
+        .arg(inner.request_id())
+        .key(target.key())
+        .arg(target.owner())
+        .arg(target.channel())
+        .by_source();
+    for retry in 0..=config.retry.retries {
+        let fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
+        if fan.answered() >= fan.quorum() {
+            return;
+        }
+        tokio::time::sleep(config.retry.delay(retry)).await;
+    }
+    tracing::warn!(lock = %target.name, "gave up a hold no majority answered for; it expires with its lease");
 }
 
 /// Deletes the lock whoever holds it; returns whether a majority held it.

@@ -50,3 +50,60 @@ async fn an_unlock_retried_after_its_replies_were_lost_succeeds() {
     );
     assert_eq!(cluster.count_keys("redlock:flaky"), 0);
 }
+
+/// A guard whose release no majority answers cannot be retried (the guard is gone), so the
+/// hold is given up: renewal stops at once, the outer hold's lost signal fires, the lock is
+/// deleted once the nodes answer again (long before its lease would end), and the owner's next
+/// acquisition is a new hold with a new token, not a nested one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_release_no_majority_answers_gives_the_hold_up() {
+    let cluster = RedisCluster::start(5);
+    let lease = Duration::from_secs(30);
+    let client = LockClient::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(100))
+        .retry(RetryPolicy::none())
+        .watchdog_timeout(lease)
+        .build()
+        .await
+        .expect("client");
+    let lock = client.get_lock("stranded");
+    let outer = lock.acquire().await.expect("outer");
+    let inner = lock.acquire().await.expect("nested");
+    let first_token = outer.fencing_token();
+    assert_eq!(client.watchdog().registered(), 1);
+
+    for node in 0..3 {
+        cluster.stop(node);
+    }
+    let released = inner.unlock().await;
+    assert!(
+        matches!(released, Err(Error::NoQuorum { .. })),
+        "{released:?}"
+    );
+    assert_eq!(
+        client.watchdog().registered(),
+        0,
+        "nothing renews a hold given up"
+    );
+    assert!(outer.is_lost(), "the outer hold is told");
+    for node in 0..3 {
+        cluster.resume(node);
+    }
+    assert!(
+        eventually_async(Duration::from_secs(5), || cluster
+            .count_keys("redlock:stranded")
+            == 0)
+        .await,
+        "the lock is deleted, not left to its {lease:?} lease"
+    );
+    assert!(matches!(outer.unlock().await, Err(Error::LockLost { .. })));
+
+    let again = lock.acquire().await.expect("a new hold");
+    assert!(
+        again.fencing_token() > first_token,
+        "a new hold, not a nested one"
+    );
+    assert_eq!(lock.hold_count().await.expect("count"), 1);
+    again.unlock().await.expect("released");
+}
