@@ -56,9 +56,12 @@ impl Node {
             reason: hide_secret(reason, url),
         };
         let client = redis::Client::open(url).map_err(|err| unusable(err.to_string()))?;
-        // Our own per-node timeout bounds every request; redis-rs's default 500 ms response
-        // timeout would cut a longer configured one short.
-        let connection_config = AsyncConnectionConfig::new().set_response_timeout(None);
+        // Our own per-node timeout bounds every request, connecting included; redis-rs's
+        // defaults (1 s to connect, 500 ms to answer) would cut a longer configured one short,
+        // and a link slower than 1 s per round trip could never connect at all.
+        let connection_config = AsyncConnectionConfig::new()
+            .set_connection_timeout(None)
+            .set_response_timeout(None);
         let manager =
             Manager::new_with_config(client.get_connection_info().clone(), connection_config)
                 .map_err(|err| unusable(err.to_string()))?;

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use futures_util::TryFutureExt as _;
 use redis::FromRedisValue;
 use tracing::Instrument;
 
@@ -114,7 +115,13 @@ impl NodeSet {
         let started = Instant::now();
         let requests = self.nodes.iter().map(|node| {
             let span = tracing::debug_span!("redlock.node", node = node.index(), address = %node.address());
-            request(node).instrument(span)
+            request(node)
+                .inspect_err(|err| {
+                    if !err.is_not_asked() {
+                        tracing::debug!(error = %err.kind, "node request failed");
+                    }
+                })
+                .instrument(span)
         });
         let replies = join_all(requests).await;
         FanOut {

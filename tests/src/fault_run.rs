@@ -432,9 +432,15 @@ impl FaultRun {
     /// Lock hashes on every master now (latches and fencing counters are not locks; a node
     /// that is down counts none).
     pub fn lock_keys_left(&self) -> usize {
+        self.lock_keys_on(0..self.cluster.len())
+    }
+
+    /// Lock hashes on the masters `nodes` now.
+    pub fn lock_keys_on(&self, nodes: impl IntoIterator<Item = usize>) -> usize {
         let pattern = format!("{}*", self.config.worker.key_prefix);
         let mut count = 0;
-        for server in self.cluster.nodes() {
+        for n in nodes {
+            let server = self.cluster.node(n);
             if !server.is_running() || server.is_stopped() {
                 continue;
             }

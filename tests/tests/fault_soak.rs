@@ -12,7 +12,6 @@ use redlock_tests::{
 const WORKER: &str = env!("CARGO_BIN_EXE_fault_worker");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not yet run green in CI; run with --ignored (SOAK_SECS for the long soak)"]
 async fn every_fault_at_once() {
     let _serial = one_scenario_at_a_time().await;
     let secs: u64 = std::env::var("SOAK_SECS")

@@ -31,6 +31,7 @@ use redlock_tests::history::{History, Op, Phase};
 use redlock_tests::{Access, FencedClient, Sabotage, WorkerMode, WorkerSpec};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::Layer as _;
 
 mod renewals;
 
@@ -53,8 +54,21 @@ async fn main() -> ExitCode {
     if let Some(sabotage) = args.sabotage {
         sabotage_on(sabotage);
     }
+    // `WORKER_LOG=<filter>` (e.g. `redlock_core=debug`) also writes the library's tracing to
+    // `w<id>.log` next to the history, to see why an operation failed.
+    let log = std::env::var("WORKER_LOG").ok().and_then(|filter| {
+        let path = args.history.with_file_name(format!("w{}.log", args.id));
+        let file = std::fs::File::create(path).ok()?;
+        Some(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::sync::Mutex::new(file))
+                .with_ansi(false)
+                .with_filter(tracing_subscriber::EnvFilter::new(filter)),
+        )
+    });
     let subscriber = tracing_subscriber::registry()
-        .with(renewals::layer(Arc::clone(&history), Arc::clone(&args)));
+        .with(renewals::layer(Arc::clone(&history), Arc::clone(&args)))
+        .with(log);
     if tracing::subscriber::set_global_default(subscriber).is_err() {
         eprintln!("fault_worker: a tracing subscriber was already set");
         return ExitCode::from(2);
