@@ -398,15 +398,22 @@ impl FaultRun {
                 self.replay_hint()
             );
         }
+        if spec.mode == crate::WorkerMode::Fenced {
+            for lock in spec.lock_names() {
+                let value = self.resource.value(&lock);
+                self.history.record(
+                    "test",
+                    Op::Note,
+                    Phase::Info,
+                    &[("what", &"value"), ("lock", &lock), ("value", &value)],
+                );
+            }
+        }
         self.history.record(
             "test",
             Op::Note,
             Phase::Info,
-            &[
-                ("what", &"final"),
-                ("value", &self.resource.value()),
-                ("keys", &keys),
-            ],
+            &[("what", &"final"), ("keys", &keys)],
         );
         let events = read_history(self.history.path()).expect("the history reads");
         let reports = check_all(

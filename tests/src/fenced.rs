@@ -1,5 +1,6 @@
-//! The fault suite's fenced resource: a counter in a redis-server of its own (never faulted)
-//! that accepts a read or a write only with a fencing token at least as high as any it has seen.
+//! The fault suite's fenced resource: one counter per lock in a redis-server of its own (never
+//! faulted), each accepting a read or a write only with a fencing token at least as high as
+//! any it has seen.
 //!
 //! Workers read the counter and write it back plus one while they hold the lock, each access
 //! carrying their token. A stale holder (its lock expired while it was paused) is turned away
@@ -12,15 +13,10 @@ use redis::Script;
 
 use crate::RedisServer;
 
-/// The highest token seen.
-const HIGHEST: &str = "fenced:highest";
-/// The counter.
-const VALUE: &str = "fenced:value";
-/// The order of accepted accesses.
-const SEQ: &str = "fenced:seq";
-/// Rejected reads and writes.
-const STALE_READS: &str = "fenced:stale-reads";
-const STALE_WRITES: &str = "fenced:stale-writes";
+/// The resource's keys for `lock`: one counter per lock, each fenced on its own.
+fn key(lock: &str, what: &str) -> String {
+    format!("fenced:{{{lock}}}:{what}")
+}
 
 /// KEYS: highest, value, seq, the stale counter of this kind of access.
 /// ARGV: the token; the value to write (empty for a read).
@@ -59,14 +55,17 @@ impl FencedResource {
         self.server.url()
     }
 
-    /// The counter's value now.
-    pub fn value(&self) -> u64 {
-        self.get(VALUE)
+    /// The counter of `lock` now.
+    pub fn value(&self, lock: &str) -> u64 {
+        self.get(&key(lock, "value"))
     }
 
-    /// Reads and writes turned away so far: `(reads, writes)`.
-    pub fn stale(&self) -> (u64, u64) {
-        (self.get(STALE_READS), self.get(STALE_WRITES))
+    /// Reads and writes of `lock` turned away so far: `(reads, writes)`.
+    pub fn stale(&self, lock: &str) -> (u64, u64) {
+        (
+            self.get(&key(lock, "stale-reads")),
+            self.get(&key(lock, "stale-writes")),
+        )
     }
 
     fn get(&self, key: &str) -> u64 {
@@ -125,36 +124,46 @@ impl FencedClient {
         })
     }
 
-    /// Reads the counter with `token`.
+    /// Reads the counter of `lock` with `token`.
     ///
     /// # Errors
     ///
     /// The server failed to answer.
-    pub async fn read(&mut self, token: u64) -> redis::RedisResult<Access> {
-        self.access(token, None).await
+    pub async fn read(&mut self, lock: &str, token: u64) -> redis::RedisResult<Access> {
+        self.access(lock, token, None).await
     }
 
-    /// Writes `value` with `token`.
+    /// Writes `value` to the counter of `lock` with `token`.
     ///
     /// # Errors
     ///
     /// The server failed to answer.
-    pub async fn write(&mut self, token: u64, value: u64) -> redis::RedisResult<Access> {
-        self.access(token, Some(value)).await
+    pub async fn write(
+        &mut self,
+        lock: &str,
+        token: u64,
+        value: u64,
+    ) -> redis::RedisResult<Access> {
+        self.access(lock, token, Some(value)).await
     }
 
-    async fn access(&mut self, token: u64, value: Option<u64>) -> redis::RedisResult<Access> {
+    async fn access(
+        &mut self,
+        lock: &str,
+        token: u64,
+        value: Option<u64>,
+    ) -> redis::RedisResult<Access> {
         let stale = if value.is_some() {
-            STALE_WRITES
+            "stale-writes"
         } else {
-            STALE_READS
+            "stale-reads"
         };
         let reply: Vec<redis::Value> = self
             .script
-            .key(HIGHEST)
-            .key(VALUE)
-            .key(SEQ)
-            .key(stale)
+            .key(key(lock, "highest"))
+            .key(key(lock, "value"))
+            .key(key(lock, "seq"))
+            .key(key(lock, stale))
             .arg(token)
             .arg(value.map(|v| v.to_string()).unwrap_or_default())
             .invoke_async(&mut self.connection)

@@ -36,9 +36,9 @@
 //! `stop-node`, `restart-node` and `flush-scripts` (target `n<I>`), and the proxy faults
 //! `proxy-delay`, `proxy-hold`, `proxy-blackhole`, `proxy-reset` and `proxy-drop` (target
 //! `w<N>:n<I>`, `*` for every worker or node). The test writes `spawn ok target=w<N> pid=P`,
-//! `note info what=quiesce` when it heals everything and tells the workers to stop, and
-//! `note info what=final value=V keys=K` with the resource's counter and the lock keys left one
-//! lease later.
+//! `note info what=quiesce` when it heals everything and tells the workers to stop, then one
+//! lease later `note info what=value lock=L value=V` with each lock's counter and `note info
+//! what=final keys=K` with the lock keys left.
 
 use std::collections::BTreeMap;
 use std::fmt;

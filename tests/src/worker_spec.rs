@@ -82,6 +82,8 @@ pub struct WorkerSpec {
     pub max_depth: u32,
     /// Concurrent loops (each its own task, so its own owner).
     pub tasks: u32,
+    /// How many fenced locks (each with its own counter) the loops choose from at random.
+    pub locks: u32,
     /// Drop each acquisition after a random delay up to this long.
     pub cancel_within: Option<Duration>,
     /// A broken twin of the lock.
@@ -111,11 +113,20 @@ impl WorkerSpec {
             think: (Duration::ZERO, Duration::from_millis(10)),
             max_depth: 3,
             tasks: 1,
+            locks: 1,
             cancel_within: None,
             sabotage: None,
             seed: u64::from(id),
             key_prefix: "redlock:".to_owned(),
         }
+    }
+
+    /// The fenced locks' names: `fenced`, or `fenced-0` ... when there are several.
+    pub fn lock_names(&self) -> Vec<String> {
+        if self.locks == 1 {
+            return vec!["fenced".to_owned()];
+        }
+        (0..self.locks).map(|i| format!("fenced-{i}")).collect()
     }
 
     /// The worker's command line.
@@ -140,6 +151,7 @@ impl WorkerSpec {
             ("--think-ms", range(self.think)),
             ("--max-depth", self.max_depth.to_string()),
             ("--tasks", self.tasks.to_string()),
+            ("--locks", self.locks.to_string()),
             ("--seed", self.seed.to_string()),
             ("--key-prefix", self.key_prefix.clone()),
         ];
@@ -205,6 +217,7 @@ impl WorkerSpec {
                 "--think-ms" => spec.think = range(&value)?,
                 "--max-depth" => spec.max_depth = small(&value)?.max(1),
                 "--tasks" => spec.tasks = small(&value)?.max(1),
+                "--locks" => spec.locks = small(&value)?.max(1),
                 "--cancel-within-ms" => spec.cancel_within = Some(ms(&value)?),
                 "--sabotage" => {
                     spec.sabotage =
@@ -241,6 +254,7 @@ mod tests {
         spec.cancel_within = Some(Duration::from_millis(40));
         spec.sabotage = Some(Sabotage::SkipValidity);
         spec.hold = (Duration::from_millis(5), Duration::from_millis(9));
+        spec.locks = 4;
         assert_eq!(WorkerSpec::parse(spec.to_args()), Ok(spec));
     }
 

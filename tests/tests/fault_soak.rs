@@ -1,6 +1,6 @@
 //! Fault suite, mixed soak: every fault together (workers killed and frozen, masters killed,
 //! frozen and partitioned, proxy faults, script flushes), chosen by the seeded nemesis, while
-//! workers contend for one fenced lock. 20 s by default; `SOAK_SECS=1800` for the long soak
+//! six workers contend for six fenced locks. 20 s by default; `SOAK_SECS=1800` for the long soak
 //! (which should make at least 50,000 acquisitions with 0 violations).
 
 use std::time::Duration;
@@ -20,8 +20,12 @@ async fn every_fault_at_once() {
         .unwrap_or(20);
     let mut config = RunConfig::new("soak", WORKER);
     config.worker.hold = (Duration::ZERO, Duration::from_millis(20));
+    // Several locks: a frozen or killed holder blocks one of them for a lease, not the run.
+    config.worker.locks = 6;
+    // A worker gives up a lock held by a frozen holder soon and picks another.
+    config.worker.wait = Duration::from_millis(500);
     let mut run = FaultRun::start(config).await;
-    run.spawn_workers(5, |_| {}).await;
+    run.spawn_workers(6, |_| {}).await;
     let nemesis = Nemesis::new(&FaultKind::ALL);
     let faults = nemesis.run(&mut run, Duration::from_secs(secs)).await;
     let outcome = run.finish().await;

@@ -1,13 +1,13 @@
-//! The fencing checker: the resource never accepts an operation whose token is older than one
-//! it already accepted.
+//! The fencing checker: a lock's resource never accepts an operation whose token is older than
+//! one it already accepted.
 
 use std::collections::BTreeMap;
 
-use super::{Clock, Report};
+use super::{lock_of, Clock, Report};
 use crate::history::{Event, Op, Phase};
 
-/// Replays the accepted resource operations (`read ok`, `write ok`) in the resource's `seq`
-/// order: each must carry a token at least as large as every earlier accepted one's, else
+/// Replays each lock's accepted resource operations (`read ok`, `write ok`) in its resource's
+/// `seq` order: each must carry a token at least as large as every earlier accepted one's, else
 /// "stale op accepted". Two accepted operations with one `seq`, or one without a `seq` or
 /// `token`, are violations too.
 ///
@@ -16,7 +16,7 @@ use crate::history::{Event, Op, Phase};
 pub fn check_fencing(events: &[Event]) -> Report {
     let clock = Clock::of(events);
     let mut report = Report::new("fencing");
-    let mut accepted: BTreeMap<u64, &Event> = BTreeMap::new();
+    let mut accepted: BTreeMap<(&str, u64), &Event> = BTreeMap::new();
     let (mut writes, mut reads, mut stale_writes, mut stale_reads) = (0, 0, 0, 0);
     for event in events {
         match (event.op, event.phase) {
@@ -37,7 +37,7 @@ pub fn check_fencing(events: &[Event]) -> Report {
                     ));
                     continue;
                 };
-                if let Some(first) = accepted.insert(seq, event) {
+                if let Some(first) = accepted.insert((lock_of(event), seq), event) {
                     report.violations.push(format!(
                         "duplicate seq {seq}: {} {} at {} and {} {} at {}",
                         first.actor,
@@ -47,14 +47,20 @@ pub fn check_fencing(events: &[Event]) -> Report {
                         event.op,
                         clock.at(event.t),
                     ));
-                    accepted.insert(seq, first);
+                    accepted.insert((lock_of(event), seq), first);
                 }
             }
             _ => {}
         }
     }
     let mut highest: Option<(u64, &Event)> = None;
-    for (seq, event) in &accepted {
+    let mut lock = None;
+    for ((of, seq), event) in &accepted {
+        if lock != Some(*of) {
+            // A new lock: a new resource, ordered by its own seq.
+            lock = Some(*of);
+            highest = None;
+        }
         let token = event.number("token").unwrap_or(0);
         match highest {
             Some((top, by)) if token < top => report.violations.push(format!(
@@ -150,5 +156,18 @@ mod tests {
             report.violations[0].contains("without a numeric seq and token"),
             "{report}"
         );
+    }
+
+    #[test]
+    fn each_lock_fences_its_own_resource() {
+        let report = check_fencing(&history(
+            "
+            1 w1 write ok lock=A token=9 value=1 seq=1
+            2 w2 write ok lock=B token=5 value=1 seq=1
+            3 w2 write ok lock=B token=4 value=2 seq=2
+            ",
+        ));
+        assert_eq!(report.violations.len(), 1, "{report}");
+        assert!(report.violations[0].contains("token=4"), "{report}");
     }
 }

@@ -235,7 +235,8 @@ mod tests {
             6 w1 release ok lock=L depth=1
             7 test note info what=quiesce
             8 w1 stats info registered=0 holds=0 renewed=1
-            9 test note info what=final value=1 keys=0
+            9 test note info what=value lock=L value=1
+            9 test note info what=final keys=0
             ",
         );
         let reports = check_all(&events, &CheckConfig::default());

@@ -205,7 +205,7 @@ mod tests {
         1100 test note info what=quiesce
         1200 w1 stats info registered=0 holds=0 renewed=3
         1201 w2 stats info registered=0 holds=0 renewed=1
-        1300 test note info what=final value=3 keys=0
+        1300 test note info what=final keys=0
     ";
 
     fn check(edit: impl Fn(&str) -> String) -> Report {

@@ -167,7 +167,11 @@ impl Worker {
         let mut cycle = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
             let name = match self.args.mode {
-                WorkerMode::Fenced => "fenced".to_owned(),
+                WorkerMode::Fenced => {
+                    let mut names = self.args.lock_names();
+                    let pick = self.rng.usize(..names.len());
+                    names.swap_remove(pick)
+                }
                 WorkerMode::Cycles => format!("c{}-{}-{cycle}", self.args.id, self.task),
             };
             cycle += 1;
@@ -264,7 +268,7 @@ impl Worker {
             Phase::Invoke,
             &[("lock", &name), ("token", &token)],
         );
-        let value = match resource.read(token).await {
+        let value = match resource.read(name, token).await {
             Ok(Access::Accepted { value, seq }) => {
                 self.history.record(
                     &self.actor,
@@ -304,7 +308,7 @@ impl Worker {
             Phase::Invoke,
             &[("lock", &name), ("token", &token), ("value", &next)],
         );
-        match resource.write(token, next).await {
+        match resource.write(name, token, next).await {
             Ok(Access::Accepted { seq, .. }) => {
                 self.history.record(
                     &self.actor,
