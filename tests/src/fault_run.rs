@@ -17,14 +17,15 @@
 //! # }
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Commands as _;
 
-use crate::check::{beliefs, check_all, BeliefEnd, CheckConfig, Report};
+use crate::check::{beliefs, check_all, BeliefEnd, CheckConfig};
 use crate::history::{read_history, Event, History, Op, Phase};
+use crate::outcome::{replay_hint, Outcome};
 use crate::worker_process::WorkerProcess;
 use crate::{Fault, FencedResource, ProxyGrid, RedisCluster, WorkerSpec};
 
@@ -463,85 +464,6 @@ impl FaultRun {
         }
         count
     }
-}
-
-/// A finished run: the checkers' reports over its history.
-#[derive(Debug)]
-pub struct Outcome {
-    name: String,
-    seed: u64,
-    /// One report per checker.
-    pub reports: Vec<Report>,
-    /// The whole history, in time order.
-    pub events: Vec<Event>,
-    history: PathBuf,
-}
-
-impl Outcome {
-    /// The report of `checker`.
-    pub fn report(&self, checker: &str) -> &Report {
-        self.reports
-            .iter()
-            .find(|r| r.checker == checker)
-            .unwrap_or_else(|| panic!("no checker named {checker}"))
-    }
-
-    /// Whether every checker passed.
-    pub fn passed(&self) -> bool {
-        self.reports.iter().all(Report::passed)
-    }
-
-    /// The checkers that found violations.
-    pub fn failed_checkers(&self) -> Vec<&'static str> {
-        self.reports
-            .iter()
-            .filter(|r| !r.passed())
-            .map(|r| r.checker)
-            .collect()
-    }
-
-    /// The seed and the history's path, for a failure message.
-    pub fn replay_hint(&self) -> String {
-        replay_hint(&self.name, self.seed, &self.history)
-    }
-
-    /// Panics with every report, the seed and the history's path unless all checkers passed.
-    pub fn assert_passed(&self) {
-        if !self.passed() {
-            let reports: Vec<String> = self.reports.iter().map(ToString::to_string).collect();
-            panic!(
-                "checkers found violations:\n{}\n{}",
-                reports.join("\n"),
-                self.replay_hint()
-            );
-        }
-    }
-
-    /// Removes the history (the scenario got what it expected), unless `KEEP_HISTORY` is set.
-    pub fn discard(self) {
-        if std::env::var_os("KEEP_HISTORY").is_some() {
-            eprintln!("{}", self.replay_hint());
-            return;
-        }
-        if let Some(dir) = self.history.parent() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-
-    /// Prints every report (the scenario's figures).
-    pub fn print(&self) {
-        eprintln!("[{}] seed {}", self.name, self.seed);
-        for report in &self.reports {
-            eprintln!("{report}");
-        }
-    }
-}
-
-fn replay_hint(name: &str, seed: u64, history: &Path) -> String {
-    format!(
-        "scenario {name}: replay with TEST_SEED={seed}; history at {}",
-        history.display()
-    )
 }
 
 /// Fault scenarios run one at a time (each starts six servers and several workers; two at

@@ -23,6 +23,15 @@
 //! assert_eq!(cluster.keys_on(2, "*"), Vec::<String>::new());
 //! # let _ = urls;
 //! ```
+//!
+//! # The fault-injection suite
+//!
+//! [`FaultRun`] drives the suite's scenarios (`tests/fault_*.rs`): five masters, a
+//! [`FencedResource`], worker processes (the `fault_worker` binary, configured by a
+//! [`WorkerSpec`]) that reach each master through a [`ProxyGrid`] cell of their own, faults
+//! injected by hand or by the seeded [`Nemesis`], and every event in one [`History`] on the
+//! machine's monotonic clock. [`check_all`] runs the checkers over it; `docs/safety.md` says
+//! what they prove.
 
 mod check;
 mod child;
@@ -35,6 +44,7 @@ mod holder;
 mod lock_fixtures;
 mod monitor;
 mod nemesis;
+mod outcome;
 mod probe;
 mod process;
 mod proxy;
@@ -49,7 +59,7 @@ pub use check::{
 };
 pub use cluster::RedisCluster;
 pub use error::{HarnessError, INSTALL_HINT};
-pub use fault_run::{actor, one_scenario_at_a_time, FaultRun, Outcome, RunConfig};
+pub use fault_run::{actor, one_scenario_at_a_time, FaultRun, RunConfig};
 pub use fenced::{Access, FencedClient, FencedResource};
 pub use history::History;
 pub use holder::HolderProcess;
@@ -58,6 +68,7 @@ pub use lock_fixtures::{
 };
 pub use monitor::Monitor;
 pub use nemesis::{FaultKind, Nemesis};
+pub use outcome::Outcome;
 pub use proxy::{Fault, FaultProxy, ProxyGrid};
 pub use server::{RedisServer, RedisServerBuilder, REDIS_SERVER_BIN_ENV};
 pub use worker_process::WorkerProcess;

@@ -6,8 +6,9 @@
 //! works under it and releases it, again and again, and writes every step into the shared
 //! history (`redlock_tests::History`, protocol in `redlock_tests::history`):
 //!
-//! - `--mode fenced`: the lock `fenced`; under it, a fenced read of the resource at
-//!   `--resource`, `--hold-ms` of work, and a fenced write of the value read plus one.
+//! - `--mode fenced`: the lock `fenced` (or one of `--locks` such locks); under it, a fenced
+//!   read of that lock's counter at `--resource`, `--hold-ms` of work, and a fenced write of
+//!   the value read plus one.
 //! - `--mode cycles`: a new lock name every cycle and no resource (short leases, many cycles:
 //!   each name is renewed only while held, which the history shows).
 //!
@@ -21,19 +22,20 @@
 
 use std::io::Write as _;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
-
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-use redlock_reentrant::{CancellationToken, Error, LockClient, LockGuard, RLock, RetryPolicy};
+use redlock_reentrant::{LockClient, RetryPolicy};
 use redlock_tests::history::{History, Op, Phase};
-use redlock_tests::{Access, FencedClient, Sabotage, WorkerMode, WorkerSpec};
+use redlock_tests::{Sabotage, WorkerMode, WorkerSpec};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::Layer as _;
 
+mod lock_loop;
 mod renewals;
+
+use lock_loop::Worker;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -140,258 +142,6 @@ async fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// One lock loop.
-struct Worker {
-    args: Arc<WorkerSpec>,
-    history: Arc<History>,
-    actor: String,
-    client: LockClient,
-    rng: fastrand::Rng,
-    task: u32,
-    /// Set by `quiesce`: finish the cycle, then end.
-    stop: Arc<AtomicBool>,
-}
-
-impl Worker {
-    async fn run(mut self) {
-        let mut resource = match (&self.args.mode, &self.args.resource) {
-            (WorkerMode::Fenced, Some(url)) => match FencedClient::connect(url).await {
-                Ok(resource) => Some(resource),
-                Err(err) => {
-                    eprintln!("fault_worker: cannot reach the resource: {err}");
-                    std::process::exit(2);
-                }
-            },
-            _ => None,
-        };
-        let mut cycle = 0u64;
-        while !self.stop.load(Ordering::Relaxed) {
-            let name = match self.args.mode {
-                WorkerMode::Fenced => {
-                    let mut names = self.args.lock_names();
-                    let pick = self.rng.usize(..names.len());
-                    names.swap_remove(pick)
-                }
-                WorkerMode::Cycles => format!("c{}-{}-{cycle}", self.args.id, self.task),
-            };
-            cycle += 1;
-            let lock = self.client.get_lock(&name);
-            let depth = self.rng.u32(1..=self.args.max_depth);
-            let (guards, watching) = self.take(&lock, depth).await;
-            if let (Some(outer), Some(resource)) = (guards.first(), resource.as_mut()) {
-                self.work(&name, outer, resource).await;
-            } else if !guards.is_empty() {
-                self.sleep(self.args.hold).await;
-            }
-            self.release(&name, guards, watching).await;
-            self.sleep(self.args.think).await;
-        }
-    }
-
-    /// Takes `depth` holds of `lock` (fewer if one fails); records each step. With the outer
-    /// hold comes the token that ends the watch on its lost signal.
-    async fn take(&mut self, lock: &RLock, depth: u32) -> (Vec<LockGuard>, CancellationToken) {
-        let mut guards: Vec<LockGuard> = Vec::new();
-        let watching = CancellationToken::new();
-        let name = lock.name();
-        for level in 1..=depth {
-            let record = |phase: Phase, extra: Option<(&str, &dyn std::fmt::Display)>| {
-                let mut fields: Vec<(&str, &dyn std::fmt::Display)> =
-                    vec![("lock", &name), ("depth", &level)];
-                fields.extend(extra);
-                self.history
-                    .record(&self.actor, Op::Acquire, phase, &fields);
-            };
-            record(Phase::Invoke, None);
-            let attempt = lock.try_acquire(self.args.wait, self.args.fixed_lease);
-            let outcome = match self.args.cancel_within {
-                Some(max) => {
-                    let max = u64::try_from(max.as_micros()).unwrap_or(u64::MAX);
-                    let after = Duration::from_micros(self.rng.u64(0..=max));
-                    tokio::time::timeout(after, attempt).await.ok()
-                }
-                None => Some(attempt.await),
-            };
-            match outcome {
-                Some(Ok(Some(guard))) => {
-                    record(Phase::Ok, Some(("token", &guard.fencing_token())));
-                    if level == 1 {
-                        self.watch_lost(lock.name(), &guard, watching.clone());
-                    }
-                    guards.push(guard);
-                }
-                Some(Ok(None)) => {
-                    record(Phase::Fail, Some(("err", &"Busy")));
-                    break;
-                }
-                Some(Err(err)) => {
-                    record(Phase::Fail, Some(("err", &kind(&err))));
-                    break;
-                }
-                None => {
-                    record(Phase::Info, Some(("err", &"cancelled")));
-                    break;
-                }
-            }
-        }
-        (guards, watching)
-    }
-
-    /// Records the outer hold's lost signal if it fires before `released` is cancelled (when
-    /// the final release starts).
-    fn watch_lost(&self, name: &str, guard: &LockGuard, released: CancellationToken) {
-        let lost = guard.lost();
-        let history = Arc::clone(&self.history);
-        let actor = self.actor.clone();
-        let name = name.to_owned();
-        tokio::spawn(async move {
-            tokio::select! {
-                biased;
-                () = released.cancelled() => {}
-                reason = lost => {
-                    let reason = format!("{reason:?}");
-                    history.record(&actor, Op::Lost, Phase::Info, &[("lock", &name), ("reason", &reason)]);
-                }
-            }
-        });
-    }
-
-    /// The critical section: a fenced read, the work, a fenced write of the value read plus one.
-    async fn work(&mut self, name: &str, outer: &LockGuard, resource: &mut FencedClient) {
-        let token = outer.fencing_token();
-        if outer.is_lost() {
-            return;
-        }
-        self.history.record(
-            &self.actor,
-            Op::Read,
-            Phase::Invoke,
-            &[("lock", &name), ("token", &token)],
-        );
-        let value = match resource.read(name, token).await {
-            Ok(Access::Accepted { value, seq }) => {
-                self.history.record(
-                    &self.actor,
-                    Op::Read,
-                    Phase::Ok,
-                    &[
-                        ("lock", &name),
-                        ("token", &token),
-                        ("value", &value),
-                        ("seq", &seq),
-                    ],
-                );
-                value
-            }
-            Ok(Access::Stale { highest }) => {
-                self.history.record(
-                    &self.actor,
-                    Op::Read,
-                    Phase::Fail,
-                    &[("lock", &name), ("token", &token), ("highest", &highest)],
-                );
-                return;
-            }
-            Err(err) => {
-                eprintln!("fault_worker: the resource failed: {err}");
-                std::process::exit(2);
-            }
-        };
-        self.sleep(self.args.hold).await;
-        if outer.is_lost() {
-            return;
-        }
-        let next = value + 1;
-        self.history.record(
-            &self.actor,
-            Op::Write,
-            Phase::Invoke,
-            &[("lock", &name), ("token", &token), ("value", &next)],
-        );
-        match resource.write(name, token, next).await {
-            Ok(Access::Accepted { seq, .. }) => {
-                self.history.record(
-                    &self.actor,
-                    Op::Write,
-                    Phase::Ok,
-                    &[
-                        ("lock", &name),
-                        ("token", &token),
-                        ("value", &next),
-                        ("seq", &seq),
-                    ],
-                );
-            }
-            Ok(Access::Stale { highest }) => {
-                self.history.record(
-                    &self.actor,
-                    Op::Write,
-                    Phase::Fail,
-                    &[
-                        ("lock", &name),
-                        ("token", &token),
-                        ("value", &next),
-                        ("highest", &highest),
-                    ],
-                );
-            }
-            Err(err) => {
-                eprintln!("fault_worker: the resource failed: {err}");
-                std::process::exit(2);
-            }
-        }
-    }
-
-    /// Releases the holds, innermost first; records each step.
-    async fn release(
-        &mut self,
-        name: &str,
-        mut guards: Vec<LockGuard>,
-        watching: CancellationToken,
-    ) {
-        while let Some(guard) = guards.pop() {
-            let level = guards.len() + 1;
-            self.history.record(
-                &self.actor,
-                Op::Release,
-                Phase::Invoke,
-                &[("lock", &name), ("depth", &level)],
-            );
-            if level == 1 {
-                watching.cancel();
-            }
-            match guard.unlock().await {
-                Ok(()) => {
-                    self.history.record(
-                        &self.actor,
-                        Op::Release,
-                        Phase::Ok,
-                        &[("lock", &name), ("depth", &level)],
-                    );
-                }
-                Err(err) => {
-                    self.history.record(
-                        &self.actor,
-                        Op::Release,
-                        Phase::Fail,
-                        &[("lock", &name), ("depth", &level), ("err", &kind(&err))],
-                    );
-                }
-            }
-        }
-    }
-
-    async fn sleep(&mut self, range: (Duration, Duration)) {
-        let (low, high) = range;
-        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        let pause =
-            Duration::from_micros(self.rng.u64(micros(low)..=micros(high).max(micros(low))));
-        if !pause.is_zero() {
-            tokio::time::sleep(pause).await;
-        }
-    }
-}
-
 /// The history actor of loop `task`: `w<id>`, or `w<id>.<task>` when the worker runs several
 /// loops (the checkers then follow each loop on its own).
 fn task_actor(args: &WorkerSpec, task: u32) -> String {
@@ -423,16 +173,6 @@ fn sabotage_on(sabotage: Sabotage) {
         Sabotage::KeepRenewingReleased => &switch::KEEP_RENEWING_RELEASED,
     };
     flag.store(true, Ordering::Relaxed);
-}
-
-/// The error's variant name (`NoQuorum`, `LockLost`, ...).
-fn kind(err: &Error) -> String {
-    let debug = format!("{err:?}");
-    debug
-        .split(|c: char| !c.is_alphanumeric())
-        .next()
-        .unwrap_or("Error")
-        .to_owned()
 }
 
 /// Writes one line to standard output and flushes it.
