@@ -350,6 +350,18 @@ impl FaultRun {
     /// Heals every fault, lets the workers finish their cycles, waits one lease, counts the lock
     /// keys left and the watchdogs' registrations, and runs the checkers.
     pub async fn finish(self) -> Outcome {
+        let crashed: Vec<String> = self
+            .workers
+            .iter()
+            .filter(|worker| worker.exited_on_its_own())
+            .map(|worker| format!("w{}: {}", worker.id(), worker.stderr()))
+            .collect();
+        assert!(
+            crashed.is_empty(),
+            "workers exited on their own:\n{}\n{}",
+            crashed.join("\n"),
+            self.replay_hint()
+        );
         self.proxies.heal();
         self.record(Op::Heal, proxy_kind(Fault::Pass), "*:*");
         for n in 0..self.config.nodes {

@@ -115,8 +115,13 @@ impl FencedClient {
     ///
     /// The server cannot be reached.
     pub async fn connect(url: &str) -> redis::RedisResult<FencedClient> {
+        // The resource is never faulted: no timeouts, so a worker frozen mid-access (SIGSTOP)
+        // gets its answer when it resumes instead of a timeout its own pause caused.
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(None)
+            .set_response_timeout(None);
         let connection = redis::Client::open(url)?
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&config)
             .await?;
         Ok(FencedClient {
             connection,

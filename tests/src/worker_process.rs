@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::child::ChildProcess;
@@ -14,6 +15,8 @@ use crate::WorkerSpec;
 pub struct WorkerProcess {
     id: u32,
     process: ChildProcess,
+    /// Whether [`kill`](Self::kill) was called.
+    killed: AtomicBool,
 }
 
 impl WorkerProcess {
@@ -28,6 +31,7 @@ impl WorkerProcess {
         WorkerProcess {
             id: spec.id,
             process: ChildProcess::spawn(&mut command, format!("worker w{}", spec.id)),
+            killed: AtomicBool::new(false),
         }
     }
 
@@ -53,7 +57,14 @@ impl WorkerProcess {
 
     /// SIGKILLs it and reaps it.
     pub fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
         self.process.kill();
+    }
+
+    /// Whether it is gone without being killed (it crashed or gave up: see
+    /// [`stderr`](Self::stderr)).
+    pub fn exited_on_its_own(&self) -> bool {
+        !self.is_alive() && !self.killed.load(Ordering::Relaxed)
     }
 
     /// SIGSTOPs it and waits until it is stopped.
