@@ -1,8 +1,9 @@
 //! The seeded nemesis: random faults over a [`FaultRun`], each recorded in its history.
 //!
 //! Faults overlap: a paused worker, a dead master and a partitioned proxy can all be active
-//! at once. At most `max_nodes_faulted` masters are faulted at a time (killed, stopped, or cut
-//! off from every worker), so a majority stays reachable unless a scenario asks otherwise. A
+//! at once. At most half the workers are stopped at a time, and at most `max_nodes_faulted`
+//! masters are faulted (killed, stopped, or cut off from every worker), so a majority stays
+//! reachable unless a scenario asks otherwise. A
 //! killed master comes back empty only after `kill_node` lasted at least one lease (the delayed
 //! restart of `docs/safety.md`); a killed worker is replaced by a new one.
 
@@ -134,9 +135,13 @@ impl Nemesis {
             (!candidates.is_empty()).then(|| candidates[run.rng().usize(..candidates.len())])
         };
         let running = run.running_workers();
+        let frozen = active
+            .iter()
+            .filter(|(fault, _)| matches!(fault, Active::StoppedWorker(_)))
+            .count();
         let some_worker = |run: &mut FaultRun| -> Option<usize> {
-            // Keep one worker running, so the lock keeps changing hands.
-            (running.len() > 1).then(|| running[run.rng().usize(..running.len())])
+            // Keep most workers running, so the locks keep changing hands.
+            (running.len() > frozen.max(1)).then(|| running[run.rng().usize(..running.len())])
         };
         let now = Instant::now();
         match kind {
