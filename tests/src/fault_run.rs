@@ -323,6 +323,24 @@ impl FaultRun {
         }
     }
 
+    /// Waits up to `within` for the end (`ok`, `fail` or `info`) of an outer acquisition by
+    /// `actor` recorded after `after`.
+    ///
+    /// # Panics
+    ///
+    /// If none comes in time.
+    pub async fn next_acquisition_end(&self, actor: &str, after: u64, within: Duration) -> Event {
+        self.wait_for_event(within, |e| {
+            e.actor == actor
+                && e.t > after
+                && e.op == Op::Acquire
+                && e.is_outer()
+                && e.phase != Phase::Invoke
+        })
+        .await
+        .unwrap_or_else(|| panic!("no acquisition of {actor} ended\n{}", self.replay_hint()))
+    }
+
     /// The running worker that believes it holds `lock` now, per the history so far.
     pub fn current_holder(&self, lock: &str) -> Option<usize> {
         let events = read_history(self.history.path()).expect("the history reads");

@@ -9,21 +9,6 @@ use redlock_tests::{one_scenario_at_a_time, Fault, FaultRun, RunConfig};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_fault_worker");
 
-/// Waits for w0's next acquisition after `after` to end, and returns whether it succeeded.
-async fn next_outer_outcome(run: &FaultRun, after: u64, within: Duration) -> (u64, Phase) {
-    let event = run
-        .wait_for_event(within, |e| {
-            e.actor == "w0"
-                && e.t > after
-                && e.op == Op::Acquire
-                && e.is_outer()
-                && e.phase != Phase::Invoke
-        })
-        .await
-        .expect("w0's acquisition ends");
-    (event.t, event.phase)
-}
-
 /// Replies held past the lease during acquisition: the acquisition fails (its per-node requests
 /// time out long before), and its release reaches every master, so no key is left even while
 /// the replies are still held.
@@ -36,21 +21,20 @@ async fn replies_held_past_the_lease_fail_and_release_everywhere() {
     let lease = config.worker.lease;
     let mut run = FaultRun::start(config).await;
     run.spawn_worker(|_| {}).await;
-    let (ok_at, phase) = next_outer_outcome(&run, 0, lease * 2).await;
-    assert_eq!(phase, Phase::Ok, "w0 locks on a healthy cluster");
+    let first = run.next_acquisition_end("w0", 0, lease * 2).await;
+    assert_eq!(first.phase, Phase::Ok, "w0 locks on a healthy cluster");
+    let ok_at = first.t;
     run.proxy(Some(0), None, Fault::HoldReplies);
     let held_at = now_ns();
     let mut failed = 0;
     let mut keys_after_failures = Vec::new();
     let mut after = held_at.max(ok_at);
     while Duration::from_nanos(now_ns() - held_at) < lease + lease / 3 {
-        let (at, phase) = next_outer_outcome(&run, after, lease * 2).await;
-        after = at;
-        if at <= held_at {
-            continue;
-        }
+        // Acquisitions ending after the fault began: their replies are held.
+        let ended = run.next_acquisition_end("w0", after, lease * 2).await;
+        after = ended.t;
         assert_ne!(
-            phase,
+            ended.phase,
             Phase::Ok,
             "an acquisition succeeded with every reply held"
         );
@@ -85,7 +69,7 @@ async fn dropped_replies_on_three_masters_leak_no_keys() {
     let lease = config.worker.lease;
     let mut run = FaultRun::start(config).await;
     run.spawn_worker(|_| {}).await;
-    next_outer_outcome(&run, 0, lease * 2).await;
+    run.next_acquisition_end("w0", 0, lease * 2).await;
     let start = now_ns();
     for node in [0, 2, 4] {
         run.proxy(Some(0), Some(node), Fault::DropReplies);
@@ -94,9 +78,13 @@ async fn dropped_replies_on_three_masters_leak_no_keys() {
     let mut keys_after_failures = Vec::new();
     let mut after = start;
     while failed < 5 {
-        let (at, phase) = next_outer_outcome(&run, after, lease * 2).await;
-        after = at;
-        assert_ne!(phase, Phase::Ok, "an acquisition succeeded on two replies");
+        let ended = run.next_acquisition_end("w0", after, lease * 2).await;
+        after = ended.t;
+        assert_ne!(
+            ended.phase,
+            Phase::Ok,
+            "an acquisition succeeded on two replies"
+        );
         failed += 1;
         keys_after_failures.push(run.lock_keys_left());
     }

@@ -103,16 +103,7 @@ async fn three_of_five_down_fail_typed_and_leave_nothing() {
     let mut keys_after_failures = Vec::new();
     let mut after = outage;
     while Duration::from_nanos(now_ns() - outage) < lease * 2 {
-        let event = run
-            .wait_for_event(lease, |e| {
-                e.actor == "w0"
-                    && e.t > after
-                    && e.op == Op::Acquire
-                    && e.is_outer()
-                    && e.phase != Phase::Invoke
-            })
-            .await
-            .expect("w0's acquisitions end");
+        let event = run.next_acquisition_end("w0", after, lease).await;
         after = event.t;
         // An acquisition invoked before the outage may still have succeeded.
         if event.phase == Phase::Fail {
