@@ -21,14 +21,17 @@ async fn killed_holders_free_the_lock_within_the_lease() {
     let mut run = FaultRun::start(config).await;
     run.spawn_workers(4, |_| {}).await;
     let mut kills = 0;
-    for _ in 0..4 {
+    while kills < 4 {
         let holder = run
             .wait_for_holder("fenced", lease * 3)
             .await
             .expect("someone holds the lock");
-        // Kill at a random point of its hold.
+        // Kill at a random point of its hold, if it still holds by then.
         let jitter = Duration::from_millis(run.rng().u64(0..20));
         tokio::time::sleep(jitter).await;
+        if run.current_holder("fenced") != Some(holder) {
+            continue;
+        }
         run.kill_worker(holder);
         kills += 1;
         run.spawn_worker(|_| {}).await;
