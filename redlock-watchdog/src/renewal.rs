@@ -17,8 +17,10 @@ use crate::scripts::RENEW;
 use crate::watchdog::Shared;
 use crate::LostReason;
 
-/// The target of the trace event sent for each hold a round renews, just before the round's
-/// requests go out (the fault suite checks from them that nothing is renewed after release).
+/// The target of the watchdog's renewal trace events: `round` as a round starts, before it
+/// takes the holds to renew, then one event per hold it renews (field `key`), just before its
+/// requests go out. The fault suite checks from them that no round that started after a
+/// release renews the released lock.
 pub const RENEWING_TARGET: &str = "redlock_watchdog::renewing";
 
 /// Runs until the watchdog is shut down or dropped.
@@ -214,6 +216,8 @@ impl Shared {
     /// One renewal round over every renewed hold. Returns whether every renewal was confirmed,
     /// and how many holds it sent.
     async fn renew_all(&self) -> (bool, usize) {
+        // Before the snapshot: a hold released after this event may still be in this round.
+        tracing::trace!(target: RENEWING_TARGET, "round");
         let now = Instant::now().into_std();
         let due: Vec<Due> = self
             .entries

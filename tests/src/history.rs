@@ -28,7 +28,7 @@
 //! | `release invoke`, `release ok`, `release fail ... err=E` | a release (`depth=1` ends the belief) |
 //! | `lost info lock=L reason=R` | the outer hold's lost signal fired |
 //! | `read invoke/ok/fail`, `write invoke/ok/fail` | fenced accesses: `token`, `value`, and on success the resource's `seq` (one order over every accepted access), on a stale rejection `highest` |
-//! | `renew info lock=L` | the watchdog is sending a renewal of L |
+//! | `renew info lock=L round=T` | the watchdog is sending a renewal of L, in a round that started at T (before it chose its holds) |
 //! | `stats info registered=R renewed=N` | after quiescing: the watchdog's registrations left |
 //!
 //! The nemesis writes `fault ok kind=K target=X` when a fault starts and `heal ok kind=K

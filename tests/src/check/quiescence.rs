@@ -132,9 +132,16 @@ fn check_renewals(events: &[Event], clock: Clock, violations: &mut Vec<String>) 
                 let at = clock.at(event.t);
                 match registrations.get(&key) {
                     Some(Registration::Active) => {}
+                    // With the round's start (`round=T`): a round that began before the
+                    // registration ended took its holds before, and may send them after.
+                    // Without it: the event's own time, with the grace after a lost signal.
                     Some(&Registration::Ended {
-                        renewable_until, ..
-                    }) if event.t <= renewable_until => {}
+                        at: ended,
+                        renewable_until,
+                        ..
+                    }) if event
+                        .number("round")
+                        .map_or(event.t <= renewable_until, |round| round <= ended) => {}
                     Some(&Registration::Ended { at: ended, by, .. }) => {
                         stray += 1;
                         violations.push(format!(
@@ -232,6 +239,15 @@ mod tests {
               ended (release ok at 10.0ms)"
             ]
         );
+    }
+
+    #[test]
+    fn a_round_started_before_the_release_may_send_after_it() {
+        // `round` is on the clock (nanoseconds); w1's release completed at 10 ms.
+        let report = check(|h| format!("{h}\n11 w1 renew info lock=L round=9000000"));
+        assert!(report.passed(), "{report}");
+        let report = check(|h| format!("{h}\n12 w1 renew info lock=L round=10500000"));
+        assert_eq!(report.figure("renewals_after_release"), Some(1), "{report}");
     }
 
     #[test]
