@@ -22,7 +22,6 @@
 //! with status 1 if a step does not behave as described.
 
 use std::process::ExitCode;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 #[macro_use]
@@ -37,17 +36,6 @@ const LOCK: &str = "nightly-batch";
 const LEASE: Duration = Duration::from_secs(3);
 /// How long the paused holder is frozen: longer than the lease.
 const PAUSE: Duration = Duration::from_secs(5);
-
-/// When the example started, for the timeline.
-static START: OnceLock<Instant> = OnceLock::new();
-
-/// Prints a line prefixed with the time since the example started.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        let t = START.get_or_init(Instant::now).elapsed().as_secs_f64();
-        println!("[{t:>6.3}s] {}", format_args!($($arg)*));
-    }};
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {

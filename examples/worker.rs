@@ -21,9 +21,10 @@
 //! exactly once.
 
 use std::process::ExitCode;
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
+#[macro_use]
 mod support;
 use support::Result;
 
@@ -36,17 +37,6 @@ const WORKERS: usize = 3;
 const JOBS: u32 = 8;
 /// Where workers record finished jobs: job id -> the worker that did it.
 const DONE: &str = "jobs:done";
-
-/// When the example started, for the timeline.
-static START: OnceLock<Instant> = OnceLock::new();
-
-/// Prints a line prefixed with the time since the example started.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        let t = START.get_or_init(Instant::now).elapsed().as_secs_f64();
-        println!("[{t:>6.3}s] {}", format_args!($($arg)*));
-    }};
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {

@@ -16,6 +16,22 @@ macro_rules! check {
     };
 }
 
+/// When the example started, for [`say!`]'s timeline.
+#[allow(dead_code)] // not every example prints a timeline
+pub(crate) static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Prints a line prefixed with the time since the example started.
+#[allow(unused_macros)] // not every example prints a timeline
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let t = $crate::support::START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs_f64();
+        println!("[{t:>6.3}s] {}", format_args!($($arg)*));
+    }};
+}
+
 /// The outcome of an example's scenario.
 pub(crate) type Result<T = (), E = Box<dyn Error + Send + Sync>> = std::result::Result<T, E>;
 
