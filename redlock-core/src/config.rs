@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::quorum::clock_drift;
-use crate::{InvalidArgument, RetryPolicy};
+use crate::{InvalidArgument, NodeAddress, RetryPolicy};
 
 /// The configuration of a [`Redlock`](crate::Redlock).
 ///
@@ -20,7 +20,7 @@ use crate::{InvalidArgument, RetryPolicy};
 /// };
 /// assert_eq!(config.node_timeout_for(Duration::from_secs(10)), Duration::from_millis(50));
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct RedlockConfig {
     /// URLs of N independent Redis masters (`redis://`, `rediss://` with the `tls-rustls`
     /// feature, `redis+unix://`; `user:password@` for AUTH or ACL). One URL is single-instance
@@ -36,6 +36,11 @@ pub struct RedlockConfig {
     pub clock_drift_factor: f64,
     /// The clock-drift allowance added to the fraction. Default 2 ms.
     pub clock_drift_floor: Duration,
+    /// How long connecting to a node (TCP, TLS handshake, `AUTH`) may take. `None` (the
+    /// default) is 2 s, or four per-node timeouts if that is longer. Connections are made in
+    /// the background (and when the client is built): a request waits for one at most its
+    /// per-node timeout, and a slow handshake still completes for the next request.
+    pub connect_timeout: Option<Duration>,
     /// Retries of a failed acquisition.
     pub retry: RetryPolicy,
     /// The most connections the pool of each node may hold. Default 4. Commands share one
@@ -49,6 +54,7 @@ impl Default for RedlockConfig {
             nodes: Vec::new(),
             key_prefix: "redlock:".to_owned(),
             node_timeout: None,
+            connect_timeout: None,
             clock_drift_factor: 0.01,
             clock_drift_floor: Duration::from_millis(2),
             retry: RetryPolicy::default(),
@@ -58,6 +64,7 @@ impl Default for RedlockConfig {
 }
 
 const AUTO_TIMEOUT_MIN: Duration = Duration::from_millis(20);
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const AUTO_TIMEOUT_MAX: Duration = Duration::from_millis(500);
 /// Redis stores expiries in milliseconds as a signed 64-bit number; stay far below.
 const LONGEST_LEASE: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 100);
@@ -79,6 +86,15 @@ impl RedlockConfig {
     pub fn node_timeout_for(&self, lease: Duration) -> Duration {
         self.node_timeout
             .unwrap_or_else(|| (lease / 100).clamp(AUTO_TIMEOUT_MIN, AUTO_TIMEOUT_MAX))
+    }
+
+    /// How long connecting to a node may take (see [`RedlockConfig::connect_timeout`]).
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout.unwrap_or_else(|| {
+            self.node_timeout
+                .map_or(DEFAULT_CONNECT_TIMEOUT, |timeout| timeout.saturating_mul(4))
+                .max(DEFAULT_CONNECT_TIMEOUT)
+        })
     }
 
     /// The clock-drift allowance for this lease.
@@ -120,7 +136,11 @@ impl RedlockConfig {
         if self.nodes.is_empty() {
             return Err(InvalidArgument::NoNodes);
         }
-        if self.node_timeout.is_some_and(|timeout| timeout.is_zero()) {
+        if self.node_timeout.is_some_and(|timeout| timeout.is_zero())
+            || self
+                .connect_timeout
+                .is_some_and(|timeout| timeout.is_zero())
+        {
             return Err(InvalidArgument::ZeroNodeTimeout);
         }
         let factor = self.clock_drift_factor;
@@ -128,6 +148,27 @@ impl RedlockConfig {
             return Err(InvalidArgument::DriftFactor(factor));
         }
         Ok(())
+    }
+}
+
+impl std::fmt::Debug for RedlockConfig {
+    /// Node URLs are shown without their passwords.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes: Vec<NodeAddress> = self
+            .nodes
+            .iter()
+            .map(|url| NodeAddress::redact(url))
+            .collect();
+        f.debug_struct("RedlockConfig")
+            .field("nodes", &nodes)
+            .field("key_prefix", &self.key_prefix)
+            .field("node_timeout", &self.node_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("clock_drift_factor", &self.clock_drift_factor)
+            .field("clock_drift_floor", &self.clock_drift_floor)
+            .field("retry", &self.retry)
+            .field("pool_size", &self.pool_size)
+            .finish()
     }
 }
 
@@ -163,6 +204,30 @@ mod tests {
         assert!(config
             .check_request("a", Duration::from_millis(100))
             .is_ok());
+    }
+
+    #[test]
+    fn debug_never_shows_a_password() {
+        let config = RedlockConfig::with_nodes([
+            "redis://:hunter2@127.0.0.1:1",
+            "rediss://user:hunter2@host:2/0",
+            "redis+unix:///tmp/r.sock?pass=hunter2",
+        ]);
+        let shown = format!("{config:?} {config:#?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("127.0.0.1:1"), "{shown}");
+    }
+
+    #[test]
+    fn the_connect_timeout_has_a_bound_of_its_own() {
+        let mut config = RedlockConfig::with_nodes(["redis://127.0.0.1:1"]);
+        assert_eq!(config.connect_timeout(), Duration::from_secs(2));
+        config.node_timeout = Some(Duration::from_secs(1));
+        assert_eq!(config.connect_timeout(), Duration::from_secs(4));
+        config.connect_timeout = Some(Duration::from_millis(300));
+        assert_eq!(config.connect_timeout(), Duration::from_millis(300));
+        config.connect_timeout = Some(Duration::ZERO);
+        assert_eq!(config.check(), Err(InvalidArgument::ZeroNodeTimeout));
     }
 
     #[test]

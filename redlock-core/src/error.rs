@@ -1,5 +1,6 @@
 //! What can go wrong, as types a caller can act on.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::NodeAddress;
@@ -58,11 +59,11 @@ pub enum Error {
     InvalidArgument(#[from] InvalidArgument),
     /// The lock's key already holds Redis data of another type: the name collides with
     /// something that is not a lock.
-    #[error("key `{key}` already holds a Redis {found} value, not a lock: choose another lock name or key prefix")]
+    #[error("key `{key}` holds Redis data that is not a lock (a {found}): choose another lock name or key prefix")]
     WrongType {
         /// The colliding key.
         key: String,
-        /// The Redis type found there (`list`, `hash`, ...).
+        /// The Redis type found there (`list`, `string`, `hash with no expiry`, ...).
         found: String,
     },
     /// A node answered with an error this library does not interpret.
@@ -136,9 +137,15 @@ pub enum InvalidArgument {
         /// Why it cannot be used.
         reason: String,
     },
-    /// The per-node timeout is zero.
-    #[error("invalid argument: the per-node timeout is zero")]
+    /// The per-node timeout (or the connect timeout) is zero.
+    #[error("invalid argument: the per-node timeout or the connect timeout is zero")]
     ZeroNodeTimeout,
+    /// The lock name is reserved by the lock client for keys of its own.
+    #[error("invalid argument: the lock name `{name}` is reserved")]
+    ReservedName {
+        /// The name.
+        name: String,
+    },
     /// The clock-drift factor is negative, not finite, or 1 or more.
     #[error("invalid argument: the clock-drift factor must be in [0, 1), got {0}")]
     DriftFactor(f64),
@@ -164,9 +171,10 @@ pub enum NodeErrorKind {
     /// No answer within the per-node timeout (a slow, paused or unreachable node).
     #[error("no answer within {0:?}")]
     Timeout(Duration),
-    /// No connection could be made (a dead node, refused, or failed authentication).
+    /// No connection could be made (a dead node, refused, a failed TLS handshake or
+    /// authentication, or none within the connect timeout).
     #[error("cannot connect: {0}")]
-    Connect(#[source] deadpool_redis::PoolError),
+    Connect(#[source] Arc<ConnectError>),
     /// The node answered with an error or the connection broke mid-request.
     #[error("{0}")]
     Command(#[source] redis::RedisError),
@@ -174,6 +182,18 @@ pub enum NodeErrorKind {
     /// [`NodeSet::run_script_on`](crate::NodeSet::run_script_on)).
     #[error("not asked")]
     NotAsked,
+}
+
+/// Why no connection to a node could be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// Refused, unreachable, a failed TLS handshake or a refused password.
+    #[error("{0}")]
+    Failed(#[source] deadpool_redis::PoolError),
+    /// No connection within the connect timeout.
+    #[error("no connection within {0:?}")]
+    Timeout(Duration),
 }
 
 impl NodeError {
@@ -185,12 +205,15 @@ impl NodeError {
         if err.code() != Some("WRONGTYPE") {
             return None;
         }
+        // Our scripts say "... holds a <kind> value" or "... holds a hash with no expiry";
+        // Redis itself names no kind.
         let detail = err.detail().unwrap_or_default();
         let found = detail
             .split("holds a ")
             .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or("non-lock");
+            .map(|rest| rest.strip_suffix(" value").unwrap_or(rest).trim())
+            .filter(|kind| !kind.is_empty())
+            .unwrap_or("value of another kind");
         Some(found.to_owned())
     }
 

@@ -50,6 +50,7 @@ mod node_address;
 mod nodes;
 mod owner;
 pub mod quorum;
+mod readiness;
 mod redlock;
 mod retry;
 #[cfg(feature = "sabotage")]
@@ -60,12 +61,13 @@ mod scripts;
 mod spawn_on_drop;
 
 pub use config::RedlockConfig;
-pub use error::{Error, InvalidArgument, NodeError, NodeErrorKind};
+pub use error::{ConnectError, Error, InvalidArgument, NodeError, NodeErrorKind};
 pub use lease::Lease;
 pub use node::Node;
 pub use node_address::NodeAddress;
 pub use nodes::{FanOut, NodeSet};
 pub use owner::OwnerToken;
+pub use readiness::{NodeStatus, Readiness};
 pub use redlock::Redlock;
 pub use retry::RetryPolicy;
 pub use script::{LockScript, ScriptCall};

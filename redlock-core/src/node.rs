@@ -1,14 +1,15 @@
 //! One Redis master: its pool, its shared multiplexed connection, and timed requests to it.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_redis::{Connection, Manager, Pool, Runtime};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ErrorKind, FromRedisValue, RedisError, ServerErrorKind};
+use tokio::sync::watch;
 
-use crate::{InvalidArgument, NodeAddress, NodeError, NodeErrorKind, ScriptCall};
+use crate::{ConnectError, InvalidArgument, NodeAddress, NodeError, NodeErrorKind, ScriptCall};
 
 /// One independent Redis master.
 ///
@@ -17,13 +18,21 @@ use crate::{InvalidArgument, NodeAddress, NodeError, NodeErrorKind, ScriptCall};
 /// check, a second round trip, on every lock operation; a multiplexed connection already
 /// carries concurrent requests. Sharing one connection also keeps a node's requests in order,
 /// so a release always reaches the node after the acquisition it undoes.
+///
+/// Connecting (TCP, TLS handshake, `AUTH`) has a bound of its own, the connect timeout, and
+/// runs in a task of its own: a request waits for it at most its per-node timeout, and a
+/// connection that takes longer is still there for the next request.
 pub struct Node {
     index: usize,
     address: NodeAddress,
     client: redis::Client,
     pool: Pool,
-    shared: Mutex<Shared>,
+    connect_timeout: Duration,
+    shared: Arc<Mutex<Shared>>,
 }
+
+/// How a connection attempt ended, as every request waiting for it sees it.
+type Connected = Option<Result<(), Arc<ConnectError>>>;
 
 /// The connection requests share, and which scripts the node is known to have cached on it.
 #[derive(Default)]
@@ -35,6 +44,8 @@ struct Shared {
     /// whose reply nobody awaits any more (the node was paused, the caller timed out) must not
     /// depend on a `NOSCRIPT` round trip.
     cached_scripts: HashSet<String>,
+    /// The connection attempt in flight, if any.
+    connecting: Option<watch::Receiver<Connected>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -47,8 +58,14 @@ impl std::fmt::Debug for Node {
 }
 
 impl Node {
-    /// Opens a node from its URL. Nothing is connected until the first request.
-    pub(crate) fn open(index: usize, url: &str, pool_size: usize) -> Result<Self, InvalidArgument> {
+    /// Opens a node from its URL. Nothing is connected until the first request (or
+    /// [`Node::connect`]).
+    pub(crate) fn open(
+        index: usize,
+        url: &str,
+        pool_size: usize,
+        connect_timeout: Duration,
+    ) -> Result<Self, InvalidArgument> {
         let address = NodeAddress::redact(url);
         let unusable = |reason: String| InvalidArgument::NodeUrl {
             index,
@@ -56,11 +73,10 @@ impl Node {
             reason: hide_secret(reason, url),
         };
         let client = redis::Client::open(url).map_err(|err| unusable(err.to_string()))?;
-        // Our own per-node timeout bounds every request, connecting included; redis-rs's
-        // defaults (1 s to connect, 500 ms to answer) would cut a longer configured one short,
-        // and a link slower than 1 s per round trip could never connect at all.
+        // Connecting is bounded by the connect timeout; every request by the caller's per-node
+        // timeout (redis-rs's own response timeout would cut a longer configured one short).
         let connection_config = AsyncConnectionConfig::new()
-            .set_connection_timeout(None)
+            .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(None);
         let manager =
             Manager::new_with_config(client.get_connection_info().clone(), connection_config)
@@ -75,7 +91,8 @@ impl Node {
             address,
             client,
             pool,
-            shared: Mutex::new(Shared::default()),
+            connect_timeout,
+            shared: Arc::default(),
         })
     }
 
@@ -177,23 +194,61 @@ impl Node {
         outcome.map_err(|err| self.command_failed(err))
     }
 
-    /// The shared connection (checked out of the pool when there is none yet) and its generation.
+    /// Makes sure the node is connected, waiting at most the connect timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the connection attempt goes on in its own task.
+    ///
+    /// # Errors
+    ///
+    /// A [`NodeError`] when no connection could be made (refused, unreachable, a failed TLS
+    /// handshake or `AUTH`, or the connect timeout).
+    pub async fn connect(&self) -> Result<(), NodeError> {
+        self.within(self.connect_timeout * 2, async {
+            self.connection().await.map(|_| ())
+        })
+        .await
+    }
+
+    /// The shared connection and its generation, once connected. With no connection, a
+    /// connection attempt starts in a task of its own (or the one in flight is joined).
     async fn connection(&self) -> Result<(MultiplexedConnection, u64), NodeErrorKind> {
-        {
-            let shared = self.lock_shared();
-            if let Some(connection) = shared.connection.as_ref() {
-                return Ok((MultiplexedConnection::clone(connection), shared.generation));
+        for _ in 0..2 {
+            let mut connecting = {
+                let mut shared = lock(&self.shared);
+                if let Some(connection) = shared.connection.as_ref() {
+                    return Ok((MultiplexedConnection::clone(connection), shared.generation));
+                }
+                match shared.connecting.as_ref() {
+                    Some(connecting) => connecting.clone(),
+                    None => {
+                        let (done, connecting) = watch::channel(None);
+                        shared.connecting = Some(connecting.clone());
+                        tokio::spawn(connect(
+                            self.pool.clone(),
+                            Arc::clone(&self.shared),
+                            self.connect_timeout,
+                            done,
+                        ));
+                        connecting
+                    }
+                }
+            };
+            let outcome = connecting
+                .wait_for(Option::is_some)
+                .await
+                .map(|outcome| outcome.clone())
+                .unwrap_or(None);
+            match outcome {
+                Some(Ok(())) => continue, // connected: take it (it may have broken already)
+                Some(Err(failure)) => return Err(NodeErrorKind::Connect(failure)),
+                None => break,
             }
         }
-        let fresh = self.pool.get().await.map_err(NodeErrorKind::Connect)?;
-        let handle = MultiplexedConnection::clone(&fresh);
-        let mut shared = self.lock_shared();
-        if shared.connection.is_none() {
-            shared.connection = Some(fresh);
-            shared.generation += 1;
-            shared.cached_scripts.clear();
-        }
-        Ok((handle, shared.generation))
+        Err(NodeErrorKind::Connect(Arc::new(ConnectError::Timeout(
+            self.connect_timeout,
+        ))))
     }
 
     fn command_failed(&self, err: RedisError) -> NodeErrorKind {
@@ -207,12 +262,40 @@ impl Node {
     }
 
     fn lock_shared(&self) -> std::sync::MutexGuard<'_, Shared> {
-        // The guarded value is replaced whole, never left half-written: a poisoned lock still
-        // holds a consistent value.
-        self.shared
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.shared)
     }
+}
+
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    // The guarded value is replaced whole, never left half-written: a poisoned lock still
+    // holds a consistent value.
+    shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One connection attempt, in a task of its own so it outlives the request that started it.
+async fn connect(
+    pool: Pool,
+    shared: Arc<Mutex<Shared>>,
+    timeout: Duration,
+    done: watch::Sender<Connected>,
+) {
+    let outcome = match tokio::time::timeout(timeout, pool.get()).await {
+        Ok(Ok(connection)) => {
+            let mut shared = lock(&shared);
+            if shared.connection.is_none() {
+                shared.connection = Some(connection);
+                shared.generation += 1;
+                shared.cached_scripts.clear();
+            }
+            Ok(())
+        }
+        Ok(Err(err)) => Err(Arc::new(ConnectError::Failed(err))),
+        Err(_) => Err(Arc::new(ConnectError::Timeout(timeout))),
+    };
+    lock(&shared).connecting = None;
+    done.send_replace(Some(outcome));
 }
 
 /// Removes a URL's password from a message that might echo the URL.
@@ -236,7 +319,7 @@ mod tests {
     fn a_tls_url_without_tls_support_says_so_without_the_password() {
         let url = "rediss://:topsecret@127.0.0.1:6380";
         let tls = redis::Client::open("rediss://127.0.0.1:6380").is_ok();
-        match Node::open(0, url, 1) {
+        match Node::open(0, url, 1, Duration::from_secs(1)) {
             Ok(node) => {
                 assert!(tls, "accepted without TLS support");
                 assert_eq!(node.address().as_str(), "rediss://:***@127.0.0.1:6380");

@@ -26,7 +26,7 @@ impl NodeSet {
             .nodes
             .iter()
             .enumerate()
-            .map(|(index, url)| Node::open(index, url, config.pool_size))
+            .map(|(index, url)| Node::open(index, url, config.pool_size, config.connect_timeout()))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self { nodes })
     }
@@ -211,8 +211,12 @@ impl<T> FanOut<T> {
         std::mem::replace(&mut self.replies[position], placeholder).err()
     }
 
-    /// The Redis type named by a `WRONGTYPE` reply from any node.
+    /// The Redis type named by `WRONGTYPE` replies, when so many nodes gave one that the
+    /// others can never make a majority: the key is not a lock, and no retry will change that.
+    /// A minority answering `WRONGTYPE` is a verdict of nothing (it counts as not granting).
     pub fn wrong_type(&self) -> Option<String> {
-        self.errors().find_map(NodeError::wrong_type)
+        let wrong: Vec<String> = self.errors().filter_map(NodeError::wrong_type).collect();
+        let others = self.replies.len() - wrong.len();
+        (!wrong.is_empty() && others < self.quorum).then(|| wrong[0].clone())
     }
 }

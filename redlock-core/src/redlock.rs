@@ -8,7 +8,8 @@ use tracing::{field, Span};
 use crate::quorum::validity;
 use crate::scripts::{ACQUIRE, EXTEND, RELEASE};
 use crate::{
-    Error, FanOut, InvalidArgument, Lease, NodeSet, OwnerToken, RedlockConfig, SpawnOnDrop,
+    Error, FanOut, InvalidArgument, Lease, NodeSet, NodeStatus, OwnerToken, Readiness,
+    RedlockConfig, SpawnOnDrop,
 };
 
 /// A Redlock client over N independent Redis masters (N = 1 is single-instance locking).
@@ -43,8 +44,10 @@ struct Shared {
 }
 
 impl Redlock {
-    /// Builds a client. Connections are opened on first use, so a node that is down now does not
-    /// stop a client from starting.
+    /// Builds a client. Nothing is connected yet, so a node that is down now does not stop a
+    /// client from starting. Call [`Redlock::connect`] next to connect up front (as
+    /// `LockClient::build` does): a request waits for a connection at most its per-node
+    /// timeout, which a TLS handshake on a busy machine can outlast.
     ///
     /// # Errors
     ///
@@ -73,9 +76,11 @@ impl Redlock {
         self.shared.nodes.quorum()
     }
 
-    /// Connects to every node now (in parallel, each within `timeout`) instead of on first use,
-    /// and returns how many answered `PING`. A node that is down is only counted out: it is
-    /// connected to again whenever it comes back.
+    /// Connects to every node that is not connected yet and asks each for a `PING`, all in
+    /// parallel: a readiness check a service can call (and what a client does when it is
+    /// built, so the first lock does not pay for connecting). Each node gets the connect
+    /// timeout to connect and to answer. A node that is down is only reported: it is connected
+    /// to again whenever it comes back.
     ///
     /// # Cancel safety
     ///
@@ -85,15 +90,94 @@ impl Redlock {
     ///
     /// ```no_run
     /// # async fn run(redlock: redlock_core::Redlock) {
-    /// let up = redlock.warm_up(std::time::Duration::from_secs(1)).await;
-    /// if up < redlock.quorum() {
-    ///     eprintln!("only {up} of {} nodes answer: locking will fail", redlock.nodes().len());
+    /// let readiness = redlock.readiness().await;
+    /// if !readiness.is_ready() {
+    ///     eprintln!(
+    ///         "only {} of {} nodes answer: locking will fail",
+    ///         readiness.reachable(),
+    ///         readiness.nodes.len()
+    ///     );
     /// }
     /// # }
     /// ```
-    pub async fn warm_up(&self, timeout: Duration) -> usize {
-        let fan: FanOut<String> = self.nodes().query(&redis::cmd("PING"), timeout).await;
-        fan.answered()
+    pub async fn readiness(&self) -> Readiness {
+        let nodes = futures_util::future::join_all(
+            (0..self.nodes().len()).map(|index| self.node_status(index)),
+        )
+        .await;
+        Readiness {
+            nodes,
+            quorum: self.quorum(),
+        }
+    }
+
+    /// Connects to every node in parallel, and returns once a majority answers `PING` (or
+    /// every node has answered or failed), with how many answered: a node that hangs does not
+    /// hold up a service's start while a majority is there. Nodes still connecting go on in the
+    /// background. Every node that does not answer is logged as a warning (password hidden)
+    /// as soon as it fails, and so is a count below the majority.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it changes nothing but which connections are open.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(redlock: redlock_core::Redlock) {
+    /// if redlock.connect().await < redlock.quorum() {
+    ///     eprintln!("locking fails until more nodes answer");
+    /// }
+    /// # }
+    /// ```
+    pub async fn connect(&self) -> usize {
+        use futures_util::stream::{FuturesUnordered, StreamExt};
+        let mut pending: FuturesUnordered<_> = (0..self.nodes().len())
+            .map(|index| {
+                let redlock = self.clone();
+                async move { redlock.node_status(index).await }
+            })
+            .collect();
+        let (quorum, nodes) = (self.quorum(), self.nodes().len());
+        let mut up = 0;
+        while up < quorum {
+            match pending.next().await {
+                Some(status) => up += usize::from(report(&status)),
+                None => break,
+            }
+        }
+        if up < quorum {
+            tracing::warn!(
+                up,
+                nodes,
+                "fewer nodes answer than a quorum needs: locking fails until they do"
+            );
+        } else if !pending.is_empty() {
+            // The rest is only reported: drained in the background.
+            tokio::spawn(async move {
+                while let Some(status) = pending.next().await {
+                    report(&status);
+                }
+            });
+        }
+        up
+    }
+
+    /// One node's readiness: connected within the connect timeout, and its `PING` round trip.
+    async fn node_status(&self, index: usize) -> NodeStatus {
+        let node = self.nodes().iter().nth(index).expect("a node of this set");
+        let timeout = self.config().connect_timeout();
+        let result = async {
+            node.connect().await?;
+            let started = std::time::Instant::now();
+            node.query::<String>(&redis::cmd("PING"), timeout).await?;
+            Ok(started.elapsed())
+        }
+        .await;
+        NodeStatus {
+            address: node.address().clone(),
+            result,
+        }
     }
 
     /// Takes the lock `name` for `lease`, retrying by the configured [`RetryPolicy`](crate::RetryPolicy)
@@ -251,9 +335,11 @@ impl Redlock {
     ///
     /// # Errors
     ///
-    /// - [`Error::NotOwner`]: fewer than a majority still held this lease (it had expired or
-    ///   was taken over); whatever was still ours is deleted all the same.
-    /// - [`Error::NoQuorum`]: too few nodes answered to know.
+    /// - [`Error::NotOwner`]: the nodes that answered leave no majority that could still hold
+    ///   this lease (it had expired or was taken over); whatever was still ours is deleted all
+    ///   the same.
+    /// - [`Error::NoQuorum`]: too few nodes answered to know, or those that did not answer
+    ///   could still make a majority.
     #[tracing::instrument(name = "redlock.release", skip_all, fields(lock = %lease.name(), nodes = self.nodes().len(), quorum = self.quorum(), released = field::Empty, elapsed_ms = field::Empty), err(level = "debug", Display))]
     pub async fn release(&self, lease: &Lease) -> Result<(), Error> {
         let timeout = self.config().node_timeout_for(lease.lease());
@@ -262,9 +348,11 @@ impl Redlock {
         let span = Span::current();
         span.record("released", released);
         span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
+        let unanswered = fan.replies().len() - fan.answered();
         if released >= fan.quorum() {
             Ok(())
-        } else if fan.answered() < fan.quorum() {
+        } else if fan.answered() < fan.quorum() || released + unanswered >= fan.quorum() {
+            // The nodes that did not answer could still make it a majority: undecided.
             Err(self.no_quorum(lease.name(), &mut fan))
         } else {
             Err(Error::NotOwner {
@@ -284,8 +372,10 @@ impl Redlock {
     /// # Errors
     ///
     /// - [`Error::InvalidArgument`]: a lease that can never be valid.
-    /// - [`Error::NotOwner`]: fewer than a majority still held this lease.
-    /// - [`Error::NoQuorum`]: too few nodes answered.
+    /// - [`Error::NotOwner`]: the nodes that answered leave no majority that could still hold
+    ///   this lease.
+    /// - [`Error::NoQuorum`]: too few nodes answered, or those that did not answer could still
+    ///   make a majority.
     /// - [`Error::ValidityExhausted`]: extended, but too slowly to be of use.
     #[tracing::instrument(name = "redlock.extend", skip_all, fields(lock = %lease.name(), nodes = self.nodes().len(), quorum = self.quorum(), extended = field::Empty, elapsed_ms = field::Empty), err(level = "debug", Display))]
     pub async fn extend(&self, lease: &Lease, new_lease: Duration) -> Result<Lease, Error> {
@@ -318,7 +408,9 @@ impl Redlock {
                 }),
             };
         }
-        if fan.answered() < fan.quorum() {
+        let unanswered = fan.replies().len() - fan.answered();
+        if fan.answered() < fan.quorum() || extended + unanswered >= fan.quorum() {
+            // The nodes that did not answer could still make it a majority: undecided.
             return Err(self.no_quorum(lease.name(), &mut fan));
         }
         Err(Error::NotOwner {
@@ -344,6 +436,17 @@ impl Redlock {
         let fan = self.clean_up_key(&key, &owner, timeout).await;
         for err in fan.errors() {
             tracing::debug!(node = %err.address, error = %err.kind, "clean-up release failed; the key expires with its lease");
+        }
+    }
+}
+
+/// Logs a node that does not answer; returns whether it answered.
+fn report(status: &NodeStatus) -> bool {
+    match &status.result {
+        Ok(_) => true,
+        Err(err) => {
+            tracing::warn!(node = %err.address, error = %err.kind, "a lock node does not answer");
+            false
         }
     }
 }

@@ -2,51 +2,77 @@
 //! (written back before success), nested ones count up, and an attempt that fails or is dropped
 //! is undone on every node where it landed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redlock_core::quorum::validity;
+use redlock_core::redis::{self, FromRedisValue, ParsingError, Value};
 use redlock_core::FanOut;
-use redlock_watchdog::{LostReason, LostSignal, Registration};
-use tokio::sync::OwnedMutexGuard;
+use redlock_watchdog::LostReason;
 
 use crate::client::Inner;
 use crate::fencing::choose_token;
-use crate::holds::{HoldCell, HoldState, Target};
+use crate::hold::{AcquirePlan, Grant, LeaseMode};
+use crate::holds::{HoldGuard, Target};
 use crate::scripts::{ACQUIRE, FENCE, UNDO};
 use crate::Error;
-
-/// How the lease of a hold is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LeaseMode {
-    /// The watchdog lease, renewed while the holder lives.
-    Watchdog,
-    /// A fixed lease, never renewed.
-    Fixed(Duration),
-}
 
 /// What one attempt achieved.
 #[derive(Debug)]
 pub(crate) enum Outcome {
     /// The lock is held (or held once more).
-    Acquired(Acquired),
-    /// Another owner holds it, for up to `ttl` more.
+    Acquired(Grant),
+    /// Another owner holds it on a majority, for up to `ttl` more: wait for its release.
     Held { ttl: Option<Duration> },
+    /// No owner holds a majority: rivals split the votes, or nodes that did not answer leave
+    /// it open. Try again after a short, jittered pause.
+    Contended,
+    /// This owner's fixed lease had run out under the nested attempt: the hold is over, and
+    /// the next attempt starts a new one at once.
+    Expired,
 }
 
-/// A successful acquisition.
-#[derive(Debug, Clone)]
-pub(crate) struct Acquired {
-    pub(crate) token: u64,
-    pub(crate) lost: LostSignal,
+/// A node's answer to `acquire.lua`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// A new hold, with this node's fencing-token candidate.
+    NewHold { candidate: u64 },
+    /// A reentrant acquisition.
+    Nested,
+    /// Held by another owner (`holder`, its field) for `pttl` more.
+    HeldBy { pttl: Duration, holder: String },
+    /// This owner's count here is not the one expected: its hold is gone here.
+    CountMismatch,
 }
 
-/// A node's answer to the acquire script.
-const NEW_HOLD: i64 = 1;
-const NESTED: i64 = 2;
-const HELD_BY_OTHER: i64 = 0;
+impl AcquireReply {
+    fn granted(&self) -> bool {
+        matches!(self, AcquireReply::NewHold { .. } | AcquireReply::Nested)
+    }
+}
 
-/// Makes one attempt. Holds this owner's cell for the whole attempt, and for its undo if the
+impl FromRedisValue for AcquireReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (status, number, holder): (i64, i64, String) = redis::from_redis_value(value)?;
+        let unsigned =
+            || u64::try_from(number).map_err(|_| ParsingError::from(format!("negative {number}")));
+        match status {
+            1 => Ok(AcquireReply::NewHold {
+                candidate: unsigned()?,
+            }),
+            2 => Ok(AcquireReply::Nested),
+            0 => Ok(AcquireReply::HeldBy {
+                pttl: Duration::from_millis(unsigned()?),
+                holder,
+            }),
+            3 => Ok(AcquireReply::CountMismatch),
+            other => Err(format!("unknown acquire status {other}").into()),
+        }
+    }
+}
+
+/// Makes one attempt. Holds this owner's hold for the whole attempt, and for its undo if the
 /// attempt is dropped half-way.
 pub(crate) async fn attempt(
     inner: &Arc<Inner>,
@@ -58,28 +84,27 @@ pub(crate) async fn attempt(
         LeaseMode::Watchdog => inner.watchdog.timeout(),
         LeaseMode::Fixed(lease) => lease,
     };
-    let config = inner.redlock.config();
-    config.check_request(&target.name, lease)?;
-    let cell = inner.holds.cell(&target.hold);
-    let state = Arc::clone(&cell.state).lock_owned().await;
-    let mut guard = AttemptGuard::arm(Arc::clone(inner), target.clone(), Arc::clone(&cell), state);
-    if let Some(reason) = guard.state().lost_reason() {
-        // A lost hold answers every operation with LockLost until it is unwound by unlocks;
-        // a nested acquisition must not quietly become a new hold.
-        let state = guard.disarm();
-        drop(state);
-        return Err(Error::LockLost {
-            name: target.name.to_string(),
-            reason,
-        });
+    inner.check_request(&target.name, lease)?;
+    let mut hold = inner.holds.lock(&target.hold).await;
+    hold.refresh();
+    if hold.pending_unlock().is_some() {
+        // A release this owner could not complete comes first: its caller has moved on.
+        hold = crate::unlock::finish_pending(inner, target, hold).await?;
     }
-    let expected = guard.state().count;
-    guard.expected_after = expected + 1;
+    let plan = hold
+        .plan_acquire()
+        .map_err(|reason| Error::lock_lost(&target.name, reason))?;
+    let expected = match plan {
+        AcquirePlan::New => 0,
+        AcquirePlan::Nested { expected } => expected,
+    };
     // Registered before anything is sent, so the watchdog knows the hold the moment it exists;
     // dropped with the attempt if it does not complete.
     let registration =
-        (expected == 0).then(|| inner.watchdog.register(target.key(), target.owner()));
+        (plan == AcquirePlan::New).then(|| inner.watchdog.register(target.key(), target.owner()));
+    let mut guard = AttemptGuard::arm(Arc::clone(inner), target.clone(), hold, expected + 1);
 
+    let config = inner.redlock.config();
     let timeout = config.node_timeout_for(lease);
     let drift = config.drift_for(lease);
     let call = ACQUIRE
@@ -87,44 +112,44 @@ pub(crate) async fn attempt(
         .key(target.key())
         .key(&inner.fence_key)
         .arg(target.owner())
-        .arg(millis(lease))
+        .arg(crate::acquire::millis(lease))
         .arg(expected);
-    let fan: FanOut<(i64, i64)> = inner.redlock.nodes().run_script(&call, timeout).await;
-    let granted = fan.count(|(status, _)| *status == NEW_HOLD || *status == NESTED);
+    let fan: FanOut<AcquireReply> = inner.redlock.nodes().run_script(&call, timeout).await;
+    let granted = fan.count(AcquireReply::granted);
     // Where the attempt may have applied: granted, or no answer to tell.
     let landed: Vec<bool> = fan
         .replies()
         .iter()
-        .map(|reply| match reply {
-            Ok((status, _)) => *status == NEW_HOLD || *status == NESTED,
-            Err(_) => true,
-        })
+        .map(|reply| reply.as_ref().map_or(true, AcquireReply::granted))
         .collect();
     let started = fan.started();
     let in_time = |elapsed: Duration| validity(lease, elapsed, drift).is_some();
 
     if granted >= fan.quorum() && in_time(fan.elapsed()) {
-        let token = if expected == 0 {
-            let candidates: Vec<u64> = fan
-                .values()
-                .filter(|(status, _)| *status == NEW_HOLD)
-                .filter_map(|(_, candidate)| u64::try_from(*candidate).ok())
-                .collect();
-            let granted_new = |node: usize| matches!(fan.replies()[node], Ok((NEW_HOLD, _)));
-            write_back_token(
-                inner,
-                target,
-                &candidates,
-                timeout,
-                fan.quorum(),
-                granted_new,
-            )
-            .await
-        } else {
+        let token = match plan {
+            AcquirePlan::New => {
+                let candidates: Vec<u64> = fan
+                    .values()
+                    .filter_map(|reply| match reply {
+                        AcquireReply::NewHold { candidate } => Some(*candidate),
+                        _ => None,
+                    })
+                    .collect();
+                let granted_new =
+                    |node: usize| matches!(fan.replies()[node], Ok(AcquireReply::NewHold { .. }));
+                write_back_token(inner, target, &candidates, timeout, granted_new).await
+            }
             // A hold being re-entered always has its token.
-            Ok(cell.token().unwrap_or_default())
+            AcquirePlan::Nested { .. } => Ok(guard.hold().token().unwrap_or_default()),
         };
         match token {
+            Ok(_) if inner.is_shut_down() => {
+                // The client shut down while this attempt was in flight: it must not hand out
+                // a hold that shutdown did not see.
+                guard.undo_now(|node| landed[node], true).await;
+                drop(guard.disarm());
+                return Err(Error::ShutDown);
+            }
             Ok(token) if in_time(started.elapsed()) => {
                 #[cfg(feature = "sabotage")]
                 let started = if crate::sabotage::skip_validity() {
@@ -134,20 +159,20 @@ pub(crate) async fn attempt(
                     started
                 };
                 let valid_until = started + (lease - drift);
-                let mut state = guard.disarm();
-                let lost = settle(&mut state, &cell, registration, mode, valid_until, token);
-                tracing::debug!(lock = %target.name, count = state.count, granted, "acquired");
-                return Ok(Outcome::Acquired(Acquired { token, lost }));
+                let mut hold = guard.disarm();
+                let grant = match registration {
+                    Some(registration) => hold.acquired_new(registration, token, mode, valid_until),
+                    None => hold.acquired_nested(mode, valid_until),
+                };
+                tracing::debug!(lock = %target.name, count = hold.count(), granted, "acquired");
+                return Ok(Outcome::Acquired(grant));
             }
             Ok(_) | Err(None) => {}
             Err(Some(mut written)) => {
                 // The fencing write-back did not reach a majority: without it the token could
                 // be smaller than a later holder's. Undo, and report the missing quorum.
-                guard.undo_now(|node| landed[node]).await;
-                let state = guard.disarm();
-                drop(state);
-                drop(cell);
-                inner.holds.forget_if_idle(&target.hold);
+                guard.undo_now(|node| landed[node], true).await;
+                drop(guard.disarm());
                 return Err(Error::no_quorum(
                     &target.name,
                     written.count(|done| *done == 1),
@@ -157,25 +182,24 @@ pub(crate) async fn attempt(
         }
     }
 
-    // Not acquired: undo wherever the attempt landed (a grant may have lost its reply). If this
-    // await is dropped, the guard undoes instead.
-    guard.undo_now(|node| landed[node]).await;
-    let mut state = guard.disarm();
-    let failure = failure(target, &mut state, expected, granted, lease, fan);
-    drop(state);
-    drop(cell);
-    inner.holds.forget_if_idle(&target.hold);
-    failure
+    // Not acquired: undo wherever the attempt landed (a grant may have lost its reply). Only
+    // an attempt that may have reached a majority could have looked like a holder to anyone,
+    // so only its undo announces a release. If this await is dropped, the guard undoes.
+    let could_have_held = landed.iter().filter(|landed| **landed).count() >= fan.quorum();
+    guard.undo_now(|node| landed[node], could_have_held).await;
+    let mut hold = guard.disarm();
+    drop(registration);
+    failure(target, &mut hold, plan, granted, lease, fan)
 }
 
 /// Why an attempt that a majority did not grant in time failed, or who holds the lock.
 fn failure(
     target: &Target,
-    state: &mut HoldState,
-    expected: u32,
+    hold: &mut HoldGuard,
+    plan: AcquirePlan,
     granted: usize,
     lease: Duration,
-    mut fan: FanOut<(i64, i64)>,
+    mut fan: FanOut<AcquireReply>,
 ) -> Result<Outcome, Error> {
     if let Some(found) = fan.wrong_type() {
         return Err(Error::WrongType {
@@ -194,31 +218,32 @@ fn failure(
         }
         .into());
     }
-    if expected > 0 {
+    let unanswered = fan.replies().len() - fan.answered();
+    if let AcquirePlan::Nested { .. } = plan {
         // A nested acquisition never waits for another holder: this owner's hold is there or
         // it is gone. Gone when even the nodes that did not answer could not make a majority.
-        let unanswered = fan.replies().len() - fan.answered();
         if granted + unanswered >= fan.quorum() {
             return Err(Error::no_quorum(&target.name, granted, &mut fan));
         }
-        let reason = state.lost_reason().unwrap_or(LostReason::NotOwner);
-        if let Some(lost) = &state.lost {
-            lost.fire(reason);
-        }
-        // Stays lost until its unlocks unwind it.
-        state.registration = None;
-        return Err(Error::LockLost {
-            name: target.name.to_string(),
-            reason,
-        });
+        return match hold.nested_refused() {
+            LostReason::LeaseExpired => Ok(Outcome::Expired),
+            reason => Err(Error::lock_lost(&target.name, reason)),
+        };
     }
-    let ttl = fan
-        .values()
-        .filter(|(status, _)| *status == HELD_BY_OTHER)
-        .filter_map(|(_, pttl)| u64::try_from(*pttl).ok())
-        .max()
-        .map(Duration::from_millis);
-    Ok(Outcome::Held { ttl })
+    // Only an owner that a majority names is waited for; anything less is a split vote or an
+    // uncertain count, which a short jittered pause resolves.
+    let mut holders: HashMap<&str, (usize, Duration)> = HashMap::new();
+    for reply in fan.values() {
+        if let AcquireReply::HeldBy { pttl, holder } = reply {
+            let entry = holders.entry(holder.as_str()).or_default();
+            entry.0 += 1;
+            entry.1 = entry.1.max(*pttl);
+        }
+    }
+    match holders.values().max_by_key(|(nodes, _)| *nodes) {
+        Some(&(nodes, ttl)) if nodes >= fan.quorum() => Ok(Outcome::Held { ttl: Some(ttl) }),
+        _ => Ok(Outcome::Contended),
+    }
 }
 
 /// Picks the new hold's token and writes it back, on the nodes that granted the hold, until a
@@ -229,10 +254,9 @@ async fn write_back_token(
     target: &Target,
     candidates: &[u64],
     timeout: Duration,
-    quorum: usize,
     granted_new: impl Fn(usize) -> bool,
 ) -> Result<u64, Option<FanOut<i64>>> {
-    let choice = choose_token(candidates, quorum).ok_or(None)?;
+    let choice = choose_token(candidates, inner.redlock.quorum()).ok_or(None)?;
     if !choice.needs_write_back {
         return Ok(choice.token);
     }
@@ -256,88 +280,55 @@ async fn write_back_token(
     }
 }
 
-/// Records a successful acquisition in the hold and starts (or updates) its watchdog entry.
-fn settle(
-    state: &mut HoldState,
-    cell: &HoldCell,
-    registration: Option<Registration>,
-    mode: LeaseMode,
-    valid_until: Instant,
-    token: u64,
-) -> LostSignal {
-    state.count += 1;
-    if let Some(registration) = registration {
-        state.lost = Some(registration.lost_signal().clone());
-        cell.set_lost(state.lost.clone());
-        state.registration = Some(registration);
-        cell.set_token(Some(token));
-    }
-    if let Some(registration) = &state.registration {
-        match mode {
-            LeaseMode::Watchdog if state.count == 1 => registration.activate_renewed(valid_until),
-            // A nested acquisition keeps the hold's renewal; a fixed lease moves its end.
-            LeaseMode::Fixed(_) => registration.activate_fixed(valid_until),
-            LeaseMode::Watchdog => {}
-        }
-    }
-    state.lost.clone().unwrap_or_default()
-}
-
-/// Undoes the attempt on drop unless disarmed; holds the owner's cell until the undo ran.
+/// Undoes the attempt on drop unless disarmed; keeps the owner's hold until the undo ran.
 struct AttemptGuard {
     inner: Arc<Inner>,
     target: Target,
-    cell: Arc<HoldCell>,
-    state: Option<OwnedMutexGuard<HoldState>>,
+    hold: Option<HoldGuard>,
     expected_after: u32,
 }
 
 impl AttemptGuard {
-    fn arm(
-        inner: Arc<Inner>,
-        target: Target,
-        cell: Arc<HoldCell>,
-        state: OwnedMutexGuard<HoldState>,
-    ) -> Self {
+    fn arm(inner: Arc<Inner>, target: Target, hold: HoldGuard, expected_after: u32) -> Self {
         Self {
             inner,
             target,
-            cell,
-            state: Some(state),
-            expected_after: 1,
+            hold: Some(hold),
+            expected_after,
         }
     }
 
-    fn state(&mut self) -> &mut HoldState {
-        self.state.as_mut().expect("armed guard holds the state")
+    fn hold(&self) -> &HoldGuard {
+        self.hold.as_ref().expect("armed guard holds the hold")
     }
 
-    fn disarm(mut self) -> OwnedMutexGuard<HoldState> {
-        self.state.take().expect("armed guard holds the state")
+    fn disarm(mut self) -> HoldGuard {
+        self.hold.take().expect("armed guard holds the hold")
     }
 
-    async fn undo_now(&mut self, landed: impl Fn(usize) -> bool) {
-        undo(&self.inner, &self.target, self.expected_after, landed).await;
+    async fn undo_now(&mut self, landed: impl Fn(usize) -> bool, announce: bool) {
+        undo(
+            &self.inner,
+            &self.target,
+            self.expected_after,
+            landed,
+            announce,
+        )
+        .await;
     }
 }
 
 impl Drop for AttemptGuard {
     fn drop(&mut self) {
-        let Some(state) = self.state.take() else {
+        let Some(hold) = self.hold.take() else {
             return;
         };
-        let (inner, target, cell) = (
-            Arc::clone(&self.inner),
-            self.target.clone(),
-            Arc::clone(&self.cell),
-        );
+        let (inner, target) = (Arc::clone(&self.inner), self.target.clone());
         let expected_after = self.expected_after;
         let cleanup = async move {
-            // Dropped before the answers came: it may have landed anywhere.
-            undo(&inner, &target, expected_after, |_| true).await;
-            drop(state);
-            drop(cell);
-            inner.holds.forget_if_idle(&target.hold);
+            // Dropped before the answers came: it may have landed anywhere, on a majority too.
+            undo(&inner, &target, expected_after, |_| true, true).await;
+            drop(hold);
         };
         redlock_core::spawn_cleanup(cleanup);
     }
@@ -345,15 +336,22 @@ impl Drop for AttemptGuard {
 
 /// Takes back one attempt's increment on every node where it landed (idempotent).
 /// `landed(node)` says where the attempt may have applied: a node that answered "held by
-/// another owner" or "not the expected count" applied nothing and is not asked.
-async fn undo(inner: &Inner, target: &Target, expected_after: u32, landed: impl Fn(usize) -> bool) {
+/// another owner" or "not the expected count" applied nothing and is not asked. `announce`:
+/// whether a lock deleted by the undo is announced to waiters as a release.
+async fn undo(
+    inner: &Inner,
+    target: &Target,
+    expected_after: u32,
+    landed: impl Fn(usize) -> bool,
+    announce: bool,
+) {
     let lease = inner.watchdog.timeout();
     let call = UNDO
         .call()
         .key(target.key())
         .arg(target.owner())
         .arg(expected_after)
-        .arg(target.channel())
+        .arg(if announce { target.channel() } else { "" })
         .arg(inner.request_id())
         .by_source();
     let fan: FanOut<i64> = inner
@@ -372,4 +370,36 @@ async fn undo(inner: &Inner, target: &Target, expected_after: u32, landed: impl 
 
 pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(status: i64, number: i64, holder: &str) -> Result<AcquireReply, ParsingError> {
+        AcquireReply::from_redis_value(Value::Array(vec![
+            Value::Int(status),
+            Value::Int(number),
+            Value::BulkString(holder.as_bytes().to_vec()),
+        ]))
+    }
+
+    #[test]
+    fn acquire_replies_are_decoded_by_status() {
+        assert_eq!(
+            reply(1, 42, ""),
+            Ok(AcquireReply::NewHold { candidate: 42 })
+        );
+        assert_eq!(reply(2, 3, ""), Ok(AcquireReply::Nested));
+        assert_eq!(
+            reply(0, 1500, "client:task-1"),
+            Ok(AcquireReply::HeldBy {
+                pttl: Duration::from_millis(1500),
+                holder: "client:task-1".into()
+            })
+        );
+        assert_eq!(reply(3, 0, ""), Ok(AcquireReply::CountMismatch));
+        assert!(reply(9, 0, "").is_err());
+        assert!(reply(0, -1, "x").is_err(), "a lock always has an expiry");
+    }
 }

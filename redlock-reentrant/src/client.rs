@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::{Redlock, RedlockConfig, RetryPolicy};
+use redlock_core::{InvalidArgument, Readiness, Redlock, RedlockConfig, RetryPolicy};
 use redlock_watchdog::{Watchdog, WatchdogConfig};
 
 use crate::holds::Holds;
@@ -52,8 +52,8 @@ pub(crate) struct Inner {
     pub(crate) id: String,
     pub(crate) redlock: Redlock,
     pub(crate) watchdog: Watchdog,
-    pub(crate) wakeups: Arc<Wakeups>,
-    pub(crate) holds: Holds,
+    pub(crate) wakeups: Wakeups,
+    pub(crate) holds: Arc<Holds>,
     pub(crate) fence_key: String,
     pub(crate) shut_down: AtomicBool,
     requests: std::sync::atomic::AtomicU64,
@@ -61,11 +61,28 @@ pub(crate) struct Inner {
 
 impl Inner {
     pub(crate) fn check_open(&self) -> Result<(), Error> {
-        if self.shut_down.load(Ordering::Acquire) {
+        if self.is_shut_down() {
             Err(Error::ShutDown)
         } else {
             Ok(())
         }
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::Acquire)
+    }
+
+    /// Checks a lock name and lease before anything is sent: the quorum's rules, and no lock
+    /// may take the name of the nodes' fencing counter.
+    pub(crate) fn check_request(&self, name: &str, lease: Duration) -> Result<(), Error> {
+        self.redlock.config().check_request(name, lease)?;
+        if name == FENCE_COUNTER {
+            return Err(InvalidArgument::ReservedName {
+                name: name.to_owned(),
+            }
+            .into());
+        }
+        Ok(())
     }
 
     /// A request id unique across every client: this client's UUID and a counter. For unlock
@@ -152,6 +169,27 @@ impl LockClient {
         &self.inner.watchdog
     }
 
+    /// Connects to every node not connected yet and asks each for a `PING`: a readiness check
+    /// for a service's health endpoint. [`Readiness::is_ready`] says whether a majority
+    /// answers; [`Readiness::failures`] says which nodes do not and why (unreachable, a wrong
+    /// password, a failed TLS handshake), without their passwords.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it changes nothing but which connections are open.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: redlock_reentrant::LockClient) {
+    /// let readiness = client.readiness().await;
+    /// println!("{} of {} nodes answer", readiness.reachable(), readiness.nodes.len());
+    /// # }
+    /// ```
+    pub async fn readiness(&self) -> Readiness {
+        self.inner.redlock.readiness().await
+    }
+
     /// How many lock channels this client's waiters listen to right now.
     pub fn watched_channels(&self) -> usize {
         self.inner.wakeups.watched_channels()
@@ -169,6 +207,7 @@ impl LockClient {
         self.inner.shut_down.store(true, Ordering::Release);
         crate::unlock::abandon_all(&self.inner).await;
         self.inner.watchdog.shutdown();
+        self.inner.wakeups.close();
     }
 }
 
@@ -246,7 +285,8 @@ impl LockClientBuilder {
     }
 
     /// Builds the client, starts its watchdog task on the current tokio runtime, and connects to
-    /// every node (waiting at most five per-node timeouts; nodes that are down do not fail it).
+    /// every node ([`Redlock::connect`]: it returns once a majority answers, or every node has
+    /// answered or failed; nodes that are down are logged as warnings and do not fail it).
     ///
     /// # Cancel safety
     ///
@@ -260,17 +300,17 @@ impl LockClientBuilder {
         let redlock = Redlock::new(self.redlock)?;
         let watchdog = Watchdog::start(redlock.clone(), self.watchdog)?;
         let timeout = redlock.config().node_timeout_for(watchdog.timeout());
-        // Connect now, so the first lock does not pay for it; nodes that are down are only
-        // counted out (a minority may be).
-        let up = redlock.warm_up(timeout * 5).await;
-        if up < redlock.quorum() {
-            tracing::warn!(
-                up,
-                nodes = redlock.nodes().len(),
-                "fewer nodes answer than a quorum needs"
-            );
-        }
-        let wakeups = Arc::new(Wakeups::new(redlock.nodes(), timeout));
+        // Connect now, so the first lock does not pay for it (a TLS handshake on a busy machine
+        // can outlast a per-node timeout); nodes that are down are reported, not fatal: a
+        // minority may be, and a node that hangs does not hold up the build once a majority
+        // answered.
+        redlock.connect().await;
+        let wakeups = Wakeups::start(
+            redlock.nodes(),
+            redlock.quorum(),
+            redlock.config().connect_timeout(),
+            timeout,
+        );
         let fence_key = format!("{}{}", redlock.config().key_prefix, FENCE_COUNTER);
         Ok(LockClient {
             inner: Arc::new(Inner {
@@ -278,7 +318,7 @@ impl LockClientBuilder {
                 redlock,
                 watchdog,
                 wakeups,
-                holds: Holds::default(),
+                holds: Arc::default(),
                 fence_key,
                 shut_down: AtomicBool::new(false),
                 requests: std::sync::atomic::AtomicU64::new(0),
@@ -287,5 +327,6 @@ impl LockClientBuilder {
     }
 }
 
-/// The name (after the key prefix) of each node's fencing counter. No lock may have this name.
+/// The name (after the key prefix) of each node's fencing counter. No lock may have this name
+/// ([`InvalidArgument::ReservedName`]).
 pub const FENCE_COUNTER: &str = "fencing-counter";

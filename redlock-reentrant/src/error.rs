@@ -44,11 +44,11 @@ pub enum Error {
     #[error(transparent)]
     InvalidArgument(#[from] InvalidArgument),
     /// The lock's key holds Redis data of another type.
-    #[error("key `{key}` already holds a Redis {found} value, not a lock: choose another lock name or key prefix")]
+    #[error("key `{key}` holds Redis data that is not a lock (a {found}): choose another lock name or key prefix")]
     WrongType {
         /// The colliding key.
         key: String,
-        /// The Redis type found there.
+        /// The Redis type found there (`list`, `string`, `hash with no expiry`, ...).
         found: String,
     },
     /// A node answered with an error this library does not interpret.
@@ -82,6 +82,14 @@ impl Error {
             nodes: fan.replies().len(),
             needed: fan.quorum(),
             source: fan.take_first_error(),
+        }
+    }
+
+    /// The hold of lock `name` was lost for `reason`.
+    pub(crate) fn lock_lost(name: &str, reason: LostReason) -> Self {
+        Error::LockLost {
+            name: name.to_owned(),
+            reason,
         }
     }
 

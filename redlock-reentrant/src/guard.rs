@@ -5,13 +5,18 @@ use std::future::Future;
 use redlock_watchdog::{LostReason, LostSignal};
 use tokio_util::sync::CancellationToken;
 
+use crate::hold::Grant;
+use crate::unlock::{OnNoQuorum, OwedRelease};
 use crate::{Error, RLock};
 
-/// One hold of an [`RLock`], released when dropped.
+/// One acquisition of an [`RLock`], released when dropped.
 ///
-/// The guard remembers its owner, so it can be moved into another task and unlocked there.
-/// Prefer [`LockGuard::unlock`], which reports the outcome; `Drop` never blocks: it spawns the
-/// release on the current runtime, or, outside one, leaves the lock to its lease.
+/// The guard remembers its owner and its hold, so it can be moved into another task and
+/// unlocked there, and it never releases a later hold of the same owner. Prefer
+/// [`LockGuard::unlock`], which reports the outcome; `Drop` never blocks: it spawns the release
+/// on the current runtime. Dropped outside any runtime, nothing can be sent: the hold is given
+/// up at once (renewal stops, the lost signal fires with [`LostReason::Abandoned`]) and the
+/// lock expires with its lease. A hold whose last handle is gone is never renewed.
 ///
 /// # Examples
 ///
@@ -33,16 +38,16 @@ pub struct LockGuard {
     lock: RLock,
     token: u64,
     lost: LostSignal,
-    released: bool,
+    release: OwedRelease,
 }
 
 impl LockGuard {
-    pub(crate) fn new(lock: RLock, token: u64, lost: LostSignal) -> Self {
+    pub(crate) fn new(lock: RLock, grant: Grant, release: OwedRelease) -> Self {
         Self {
             lock,
-            token,
-            lost,
-            released: false,
+            token: grant.token,
+            lost: grant.lost,
+            release,
         }
     }
 
@@ -67,7 +72,8 @@ impl LockGuard {
         async move { lost.lost().await }
     }
 
-    /// Whether the hold is lost.
+    /// Whether the hold is lost. It answers from the clock too: once the validity the holder
+    /// can prove has run out, it is lost, even if the watchdog's task has not run yet.
     pub fn is_lost(&self) -> bool {
         self.lost.is_lost()
     }
@@ -77,38 +83,41 @@ impl LockGuard {
         self.lost.token()
     }
 
-    /// Releases this hold and reports the outcome.
+    /// Releases this acquisition and reports the outcome.
     ///
     /// If too few nodes answer ([`Error::NoQuorum`]), nobody could retry the release once the
     /// guard is gone, so the hold is given up: renewal stops, the lost signal fires
     /// ([`LostReason::QuorumLost`]) for any nested hold of it still in use, and the lock is
-    /// deleted on the nodes that answer; elsewhere it expires within its lease. A hold whose
-    /// guard is gone is never renewed.
+    /// deleted on the nodes that answer; elsewhere it expires within its lease.
     ///
     /// # Cancel safety
     ///
-    /// As [`RLock::unlock`]: dropping the future may leave the release half-applied; the hold
-    /// then expires with its lease.
+    /// Dropping the future at any await point still releases: the release is completed in a
+    /// spawned task (and given up as above if no majority answers).
     ///
     /// # Errors
     ///
-    /// As [`RLock::unlock`]; [`Error::LockLost`] when the hold was lost before.
+    /// As [`RLock::unlock`]; [`Error::LockLost`] when the hold was lost before, and
+    /// [`Error::NotOwner`] when the guard's hold had already ended some other way (released
+    /// through [`RLock::unlock`] by the same owner).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(lock: redlock_reentrant::RLock) -> Result<(), redlock_reentrant::Error> {
+    /// let guard = lock.acquire().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(mut self) -> Result<(), Error> {
-        self.released = true;
-        self.lock.unlock_or_give_up().await
-    }
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if self.released {
-            return;
+        match self.release.pay(OnNoQuorum::GiveUp).await {
+            Ok(_) => Ok(()),
+            // The guard's hold ended some other way; if it was lost, say so.
+            Err(Error::NotOwner { name }) => match self.lost.reason() {
+                Some(reason) => Err(Error::LockLost { name, reason }),
+                None => Err(Error::NotOwner { name }),
+            },
+            Err(err) => Err(err),
         }
-        let lock = self.lock.clone();
-        redlock_core::spawn_cleanup(async move {
-            if let Err(err) = lock.unlock_or_give_up().await {
-                tracing::debug!(lock = %lock.name(), error = %err, "release on guard drop failed");
-            }
-        });
     }
 }

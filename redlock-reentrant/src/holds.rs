@@ -1,12 +1,14 @@
 //! This process's holds: one cell per (lock key, owner), which serializes that owner's
-//! operations on that lock and remembers its count, fencing token, renewal and lost signal.
+//! operations on that lock and keeps its [`Hold`] state machine.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use dashmap::DashMap;
-use redlock_watchdog::{LostSignal, Registration};
-use tokio::sync::Mutex;
+use redlock_watchdog::LostSignal;
+use tokio::sync::OwnedMutexGuard;
+
+use crate::hold::Hold;
 
 /// Which hold: a lock key and an owner field.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -18,71 +20,79 @@ pub(crate) struct HoldKey {
 /// One owner's hold of one lock, as this process knows it.
 #[derive(Debug, Default)]
 pub(crate) struct HoldCell {
-    /// Locked for the whole of an acquisition attempt (and its undo), or an unlock.
-    pub(crate) state: Arc<Mutex<HoldState>>,
-    /// The fencing token of the current hold; 0 when there is none. Readable without waiting.
-    token: AtomicU64,
-    /// The current hold's lost signal, readable without waiting for an operation in flight.
-    lost: std::sync::Mutex<Option<LostSignal>>,
+    /// Locked for the whole of an operation on the hold (an acquisition and its undo, an
+    /// unlock and its retries).
+    state: Arc<tokio::sync::Mutex<Hold>>,
+    /// What can be read without waiting for an operation in flight, updated whenever an
+    /// operation lets go of the state.
+    snapshot: Mutex<Snapshot>,
+    /// Generations of guards dropped, outside any runtime, while an operation had the state:
+    /// the next operation gives those holds up.
+    abandoned: Mutex<Vec<u64>>,
 }
 
-/// What one owner's hold is now.
-#[derive(Debug, Default)]
-pub(crate) struct HoldState {
-    /// Nested acquisitions not yet released.
-    pub(crate) count: u32,
-    /// The watchdog's entry for the hold; dropped first thing by the last unlock.
-    pub(crate) registration: Option<Registration>,
-    /// Fires when the hold is lost.
-    pub(crate) lost: Option<LostSignal>,
-    /// The request id of an unlock that did not reach a majority: a retry reuses it, so nodes
-    /// that already applied it answer as before instead of "not owner".
-    pub(crate) pending_unlock: Option<String>,
+#[derive(Debug, Clone)]
+struct Snapshot {
+    token: Option<u64>,
+    lost: Option<LostSignal>,
+    generation: Option<u64>,
+    free: bool,
 }
 
-impl HoldState {
-    /// Why the current hold was lost, if it was.
-    pub(crate) fn lost_reason(&self) -> Option<redlock_watchdog::LostReason> {
-        self.lost.as_ref().and_then(LostSignal::reason)
-    }
-
-    /// Forgets the hold (after its last release, or once it was lost).
-    pub(crate) fn clear(&mut self, cell: &HoldCell) {
-        self.count = 0;
-        self.registration = None;
-        self.lost = None;
-        self.pending_unlock = None;
-        cell.set_token(None);
-        cell.set_lost(None);
+impl Default for Snapshot {
+    fn default() -> Self {
+        Self {
+            token: None,
+            lost: None,
+            generation: None,
+            free: true,
+        }
     }
 }
 
 impl HoldCell {
-    /// The current hold's fencing token.
+    /// The current hold's fencing token, while it is live.
     pub(crate) fn token(&self) -> Option<u64> {
-        match self.token.load(Ordering::Acquire) {
-            0 => None,
-            token => Some(token),
-        }
+        self.read().token
     }
 
-    pub(crate) fn set_token(&self, token: Option<u64>) {
-        self.token.store(token.unwrap_or(0), Ordering::Release);
-    }
-
-    /// The current hold's lost signal.
+    /// The current hold's lost signal, live or lost.
     pub(crate) fn lost(&self) -> Option<LostSignal> {
-        self.lost
+        self.read().lost
+    }
+
+    /// The current hold's generation, live or lost.
+    pub(crate) fn generation(&self) -> Option<u64> {
+        self.read().generation
+    }
+
+    /// Tries to take the state without waiting (for `Drop`, which cannot wait).
+    pub(crate) fn try_state(&self) -> Option<OwnedMutexGuard<Hold>> {
+        Arc::clone(&self.state).try_lock_owned().ok()
+    }
+
+    /// Records that a guard of `generation` was dropped while the state was busy.
+    pub(crate) fn abandon_later(&self, generation: u64) {
+        self.abandoned
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(generation);
+    }
+
+    fn read(&self) -> Snapshot {
+        self.snapshot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    pub(crate) fn set_lost(&self, lost: Option<LostSignal>) {
-        *self
-            .lost
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = lost;
+    fn publish(&self, hold: &Hold) {
+        *self.snapshot.lock().unwrap_or_else(PoisonError::into_inner) = Snapshot {
+            token: hold.token(),
+            lost: hold.lost_signal(),
+            generation: hold.generation(),
+            free: matches!(hold, Hold::Free),
+        };
     }
 }
 
@@ -93,9 +103,28 @@ pub(crate) struct Holds {
 }
 
 impl Holds {
-    /// The cell of a hold, created empty if there is none.
-    pub(crate) fn cell(&self, hold: &HoldKey) -> Arc<HoldCell> {
-        Arc::clone(self.cells.entry(hold.clone()).or_default().value())
+    /// Waits for the hold's state (creating its cell if there is none) and brings it up to
+    /// date: guards abandoned meanwhile are applied.
+    pub(crate) async fn lock(self: &Arc<Self>, hold: &HoldKey) -> HoldGuard {
+        let cell = Arc::clone(self.cells.entry(hold.clone()).or_default().value());
+        let state = Arc::clone(&cell.state).lock_owned().await;
+        let mut guard = HoldGuard {
+            holds: Arc::clone(self),
+            key: hold.clone(),
+            cell: Some(cell),
+            state: Some(state),
+        };
+        let abandoned = std::mem::take(
+            &mut *guard
+                .cell()
+                .abandoned
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for generation in abandoned {
+            guard.absorb_abandoned(generation);
+        }
+        guard
     }
 
     /// The cell of a hold, if this process has one.
@@ -103,30 +132,66 @@ impl Holds {
         self.cells.get(hold).map(|cell| Arc::clone(cell.value()))
     }
 
-    /// Drops the cell of a hold that is over and that no operation is using.
-    pub(crate) fn forget_if_idle(&self, hold: &HoldKey) {
+    /// Drops the cell of a hold that is free and that no operation is using.
+    fn forget_if_idle(&self, hold: &HoldKey) {
         self.cells.remove_if(hold, |_, cell| {
-            Arc::strong_count(cell) == 1
-                && Arc::strong_count(&cell.state) == 1
-                && cell.token().is_none()
+            Arc::strong_count(cell) == 1 && Arc::strong_count(&cell.state) == 1 && cell.read().free
         });
     }
 
     /// Every hold of a lock key, whoever the owner.
-    pub(crate) fn of_key(&self, key: &str) -> Vec<(HoldKey, Arc<HoldCell>)> {
+    pub(crate) fn of_key(&self, key: &str) -> Vec<Arc<HoldCell>> {
         self.cells
             .iter()
             .filter(|entry| &*entry.key().key == key)
-            .map(|entry| (entry.key().clone(), Arc::clone(entry.value())))
+            .map(|entry| Arc::clone(entry.value()))
             .collect()
     }
 
-    /// Every hold.
-    pub(crate) fn all(&self) -> Vec<(HoldKey, Arc<HoldCell>)> {
-        self.cells
-            .iter()
-            .map(|entry| (entry.key().clone(), Arc::clone(entry.value())))
-            .collect()
+    /// Every hold's key.
+    pub(crate) fn keys(&self) -> Vec<HoldKey> {
+        self.cells.iter().map(|entry| entry.key().clone()).collect()
+    }
+}
+
+/// One operation's exclusive use of a hold's state. Letting go of it publishes what others may
+/// read without waiting, and forgets the cell once the hold is free and unused.
+#[derive(Debug)]
+pub(crate) struct HoldGuard {
+    holds: Arc<Holds>,
+    key: HoldKey,
+    cell: Option<Arc<HoldCell>>,
+    state: Option<OwnedMutexGuard<Hold>>,
+}
+
+impl HoldGuard {
+    fn cell(&self) -> &HoldCell {
+        self.cell.as_ref().expect("present until dropped")
+    }
+}
+
+impl Deref for HoldGuard {
+    type Target = Hold;
+
+    fn deref(&self) -> &Hold {
+        self.state.as_ref().expect("present until dropped")
+    }
+}
+
+impl DerefMut for HoldGuard {
+    fn deref_mut(&mut self) -> &mut Hold {
+        self.state.as_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for HoldGuard {
+    fn drop(&mut self) {
+        if let (Some(cell), Some(state)) = (self.cell.take(), self.state.take()) {
+            cell.publish(&state);
+            drop(state);
+            drop(cell);
+            self.holds.forget_if_idle(&self.key);
+        }
     }
 }
 
@@ -135,6 +200,8 @@ impl Holds {
 pub(crate) struct Target {
     pub(crate) name: Arc<str>,
     pub(crate) hold: HoldKey,
+    /// The pub/sub channel on which the lock's release is announced.
+    pub(crate) channel: Arc<str>,
 }
 
 impl Target {
@@ -146,8 +213,12 @@ impl Target {
         &self.hold.owner
     }
 
-    /// The pub/sub channel on which the lock's release is announced.
-    pub(crate) fn channel(&self) -> String {
-        format!("{}:released", self.hold.key)
+    pub(crate) fn channel(&self) -> &str {
+        &self.channel
     }
+}
+
+/// The pub/sub channel of a lock key: the one place its name is built.
+pub(crate) fn channel_of(key: &str) -> String {
+    format!("{key}:released")
 }

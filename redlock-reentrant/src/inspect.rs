@@ -25,10 +25,7 @@ pub(crate) struct Inspection {
 
 pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspection, Error> {
     inner.check_open()?;
-    inner
-        .redlock
-        .config()
-        .check_request(&target.name, inner.watchdog.timeout())?;
+    inner.check_request(&target.name, inner.watchdog.timeout())?;
     let call = INSPECT.call().key(target.key()).arg(target.owner());
     let timeout = inner
         .redlock

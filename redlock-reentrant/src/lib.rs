@@ -54,6 +54,7 @@ mod consensus;
 mod error;
 mod fencing;
 mod guard;
+mod hold;
 mod holds;
 mod inspect;
 mod owner;
@@ -72,8 +73,8 @@ pub use owner::LockOwner;
 pub use rlock::RLock;
 
 pub use redlock_core::{
-    deadpool_redis, redis, InvalidArgument, NodeAddress, NodeError, NodeErrorKind, Redlock,
-    RedlockConfig, RetryPolicy,
+    deadpool_redis, redis, ConnectError, InvalidArgument, NodeAddress, NodeError, NodeErrorKind,
+    NodeStatus, Readiness, Redlock, RedlockConfig, RetryPolicy,
 };
 pub use redlock_watchdog::{
     LostReason, LostSignal, Watchdog, WatchdogConfig, WatchdogStats, RENEWING_TARGET,

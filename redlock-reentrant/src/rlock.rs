@@ -6,12 +6,13 @@ use std::time::Duration;
 use redlock_watchdog::LostSignal;
 use tokio::time::Instant;
 
-use crate::acquire::{attempt, Acquired, LeaseMode, Outcome};
+use crate::acquire::{attempt, Outcome};
 use crate::client::Inner;
+use crate::hold::{Grant, LeaseMode};
 use crate::holds::{HoldKey, Target};
 use crate::inspect::inspect;
 use crate::owner::OwnerSource;
-use crate::unlock::OnNoQuorum;
+use crate::unlock::{OnNoQuorum, OwedRelease};
 use crate::{Error, LockClient, LockGuard, LockOwner};
 
 /// A reentrant distributed lock, Redisson's `RLock` for tokio.
@@ -28,10 +29,37 @@ use crate::{Error, LockClient, LockGuard, LockOwner};
 /// [`RLock::try_acquire`]) in Rust code: the guard knows its owner, carries the fencing token and
 /// the lost signal, and unlocks when dropped.
 ///
-/// # Owner outside a task
+/// # The lease of a nested hold
 ///
-/// Inside `Runtime::block_on` (no task), the owner is the calling OS thread: `block_on` drives
-/// its future on that thread only.
+/// A hold's lease is the longest any of its live acquisitions asked for, and no acquisition
+/// ever shortens it, on any node. A nested [`lock()`](RLock::lock) on a hold taken with a fixed
+/// lease turns renewal on (as Redisson does) for as long as that nested acquisition is held;
+/// once it is unlocked, renewal stops and the hold keeps the lease it has then (never less than
+/// its fixed one), and ends when that runs out. A nested fixed lease on a renewed hold changes
+/// nothing but, if it is longer, how long the lock outlives a crash. The holder's lost signal
+/// always fires before the lease it can prove runs out on a majority.
+///
+/// # When a hold ends
+///
+/// - **Released**: its last `unlock` reached a majority.
+/// - **A fixed lease ran out** ([`LostReason::LeaseExpired`](crate::LostReason::LeaseExpired)):
+///   letting a lease expire is a way to release (Redisson's "lock with a lease and let it
+///   expire"). The lost signal fires; an `unlock` of it answers [`Error::LockLost`]; the
+///   owner's next acquisition starts a new hold (count 1, a new fencing token).
+/// - **Taken away** (force-unlocked, renewal refused or unconfirmed, a release given up): the
+///   lost signal fires and every operation on the hold answers [`Error::LockLost`] until its
+///   acquisitions are unwound, one `unlock` each. Then the owner can lock afresh.
+///
+/// A release that no majority answered leaves the hold counted and renewed, for the caller to
+/// retry ([`RLock::unlock`]); the owner's next acquisition retries it first.
+///
+/// # Owners, tasks and concurrent futures
+///
+/// The owner is the current tokio task. Inside `Runtime::block_on` (no task), it is the
+/// calling OS thread: `block_on` drives its future on that thread only. Futures run
+/// concurrently *in one task* (`tokio::join!`, `select!`, `FuturesUnordered`) are one owner:
+/// the second `lock()` is reentrant, not a wait, so they do not exclude each other. Give each
+/// its own [`LockOwner`] ([`RLock::with_owner`]), or spawn them as tasks.
 ///
 /// # Examples
 ///
@@ -50,6 +78,7 @@ pub struct RLock {
     client: LockClient,
     name: Arc<str>,
     key: Arc<str>,
+    channel: Arc<str>,
     owner: OwnerSource,
 }
 
@@ -60,10 +89,12 @@ impl RLock {
         key: Arc<str>,
         owner: OwnerSource,
     ) -> Self {
+        let channel = crate::holds::channel_of(&key).into();
         Self {
             client,
             name,
             key,
+            channel,
             owner,
         }
     }
@@ -92,6 +123,7 @@ impl RLock {
                 key: Arc::clone(&self.key),
                 owner: self.owner.resolve(&self.client.inner.id),
             },
+            channel: Arc::clone(&self.channel),
         }
     }
 
@@ -101,13 +133,14 @@ impl RLock {
     /// # Cancel safety
     ///
     /// Dropping the future at any await point leaves no hold, no waiter and no renewal behind:
-    /// an attempt in flight is undone on every node by a spawned clean-up.
+    /// an attempt in flight is undone on every node by a spawned clean-up. A nested
+    /// acquisition dropped half-way leaves the count as it was.
     ///
     /// # Errors
     ///
     /// [`Error::NoQuorum`] once the client's retry policy is spent, [`Error::WrongType`],
-    /// [`Error::InvalidArgument`] (empty name), [`Error::LockLost`] (a nested acquisition of a
-    /// hold that was lost), [`Error::ShutDown`].
+    /// [`Error::InvalidArgument`] (empty or reserved name), [`Error::LockLost`] (a nested
+    /// acquisition of a hold that was lost), [`Error::ShutDown`].
     ///
     /// # Examples
     ///
@@ -124,7 +157,10 @@ impl RLock {
     }
 
     /// Takes the lock with a fixed lease, waiting as long as it takes. The lease is never
-    /// renewed: the lock frees when it runs out, unlocked or not.
+    /// renewed: the lock frees when it runs out, unlocked or not, and the holder's lost signal
+    /// fires ([`LostReason::LeaseExpired`](crate::LostReason::LeaseExpired)); the owner's next
+    /// acquisition is then a new hold. Nested in a hold of this owner, it never shortens that
+    /// hold's lease (see [the lease of a nested hold](RLock#the-lease-of-a-nested-hold)).
     ///
     /// # Cancel safety
     ///
@@ -147,14 +183,14 @@ impl RLock {
             .map(|_| ())
     }
 
-    /// Tries to take the lock, waiting at most about `wait` for its holder to release it.
-    /// `lease`: `None` for the watchdog lease (renewed), `Some` for a fixed one.
-    /// Returns whether the lock was taken.
+    /// Tries to take the lock, waiting at most about `wait` for its holder to release it
+    /// (`Duration::MAX` waits as long as it takes). `lease`: `None` for the watchdog lease
+    /// (renewed), `Some` for a fixed one. Returns whether the lock was taken.
     ///
     /// With `wait` zero it makes one attempt. On N > 1 nodes, rivals trying at the very same
     /// moment can split the votes so that none gets a majority: each undoes its partial grants
-    /// and answers `false`. For "exactly one of these runs", give a small wait: the undo
-    /// announces a release, and the waiters try again.
+    /// and, with time left to wait, tries again after a short jittered pause, so one of them
+    /// wins. For "exactly one of these runs", give a small wait rather than zero.
     ///
     /// # Cancel safety
     ///
@@ -200,8 +236,9 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn acquire(&self) -> Result<LockGuard, Error> {
-        let acquired = self.acquire_waiting(None, LeaseMode::Watchdog).await?;
-        Ok(self.guard(acquired.expect("waiting without a deadline only ends acquired")))
+        self.acquire_guard(None, LeaseMode::Watchdog)
+            .await
+            .map(|guard| guard.expect("waiting without a deadline only ends acquired"))
     }
 
     /// [`RLock::lock_with_lease`], returning a guard that unlocks when dropped.
@@ -213,9 +250,19 @@ impl RLock {
     /// # Errors
     ///
     /// As [`RLock::lock_with_lease`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(lock: redlock_reentrant::RLock) -> Result<(), redlock_reentrant::Error> {
+    /// let guard = lock.acquire_with_lease(std::time::Duration::from_secs(10)).await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_with_lease(&self, lease: Duration) -> Result<LockGuard, Error> {
-        let acquired = self.acquire_waiting(None, LeaseMode::Fixed(lease)).await?;
-        Ok(self.guard(acquired.expect("waiting without a deadline only ends acquired")))
+        self.acquire_guard(None, LeaseMode::Fixed(lease))
+            .await
+            .map(|guard| guard.expect("waiting without a deadline only ends acquired"))
     }
 
     /// [`RLock::try_lock`], returning a guard when the lock was taken.
@@ -245,35 +292,51 @@ impl RLock {
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>, Error> {
         let mode = lease.map_or(LeaseMode::Watchdog, LeaseMode::Fixed);
-        Ok(self
-            .acquire_waiting(Some(wait), mode)
-            .await?
-            .map(|acquired| self.guard(acquired)))
+        self.acquire_guard(Some(wait), mode).await
     }
 
-    fn guard(&self, acquired: Acquired) -> LockGuard {
-        let owner = self.owner.resolve(&self.client.inner.id);
+    async fn acquire_guard(
+        &self,
+        wait: Option<Duration>,
+        mode: LeaseMode,
+    ) -> Result<Option<LockGuard>, Error> {
+        // The owner is resolved here, in the caller's task, and the guard keeps it.
+        let target = self.target();
         let lock = RLock {
-            owner: OwnerSource::Fixed(owner),
+            owner: OwnerSource::Fixed(Arc::clone(&target.hold.owner)),
             ..self.clone()
         };
-        LockGuard::new(lock, acquired.token, acquired.lost)
+        let grant = lock.acquire_waiting(wait, mode).await?;
+        Ok(grant.map(|grant| {
+            let release = OwedRelease::new(
+                Arc::clone(self.inner()),
+                target,
+                Some(grant.generation),
+                Some(mode),
+            );
+            LockGuard::new(lock, grant, release)
+        }))
     }
 
-    /// Releases one hold of this owner; the last one frees the lock and wakes a waiter.
+    /// Releases one acquisition of this owner's hold; the last one frees the lock and wakes a
+    /// waiter. Without a guard, it releases the latest acquisition.
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future may leave the release applied on some nodes only; the hold is then
-    /// neither renewed nor released, and expires with its lease. Calling `unlock` again
-    /// completes it (the same request id is reused, so nodes that applied it do not answer
-    /// "not owner").
+    /// An unlock, once called, always ends in a definite state: dropped at any await point,
+    /// it is completed in a spawned task (the same request is retried, so nodes that applied
+    /// it do not answer "not owner"); if no majority answers there either, the hold is given
+    /// up (its lost signal fires, renewal stops, the lock is deleted where it can be and
+    /// expires elsewhere).
     ///
     /// # Errors
     ///
     /// - [`Error::NotOwner`]: this owner holds no hold of this lock (nothing is changed).
-    /// - [`Error::LockLost`]: this owner held it, but the hold was lost meanwhile.
-    /// - [`Error::NoQuorum`]: too few nodes answered after the retries; call again.
+    /// - [`Error::LockLost`]: this owner held it, but the hold was lost meanwhile (one
+    ///   acquisition of it is unwound).
+    /// - [`Error::NoQuorum`]: too few nodes answered after the retries. The hold stays counted
+    ///   and renewed; call `unlock` again (it retries the same request), or the owner's next
+    ///   acquisition retries it first.
     ///
     /// # Examples
     ///
@@ -285,30 +348,35 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(&self) -> Result<(), Error> {
-        crate::unlock::unlock(self.inner(), &self.target(), OnNoQuorum::KeepHold)
-            .await
-            .map(|_| ())
-    }
-
-    /// As [`unlock`](Self::unlock), but a release no majority answered gives the whole hold up
-    /// (for guards: nobody can call again once the guard is gone).
-    pub(crate) async fn unlock_or_give_up(&self) -> Result<(), Error> {
-        crate::unlock::unlock(self.inner(), &self.target(), OnNoQuorum::GiveUp)
+        OwedRelease::new(Arc::clone(self.inner()), self.target(), None, None)
+            .pay(OnNoQuorum::KeepHold)
             .await
             .map(|_| ())
     }
 
     /// Deletes the lock whoever holds it, waking a waiter. Returns whether a majority of nodes
-    /// held it. Holders in this client are told their hold is lost at once; holders elsewhere
-    /// learn it at their next renewal.
+    /// held it. Holders in this client are told their hold is lost before anything is sent;
+    /// holders in other clients learn it at their next renewal, and until then may still
+    /// believe they hold it: this is an operator's override, outside the lock's promise.
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future may leave the lock deleted on some nodes only.
+    /// Dropping the future may leave the lock deleted on some nodes only; local holders were
+    /// told already.
     ///
     /// # Errors
     ///
     /// [`Error::NoQuorum`], [`Error::InvalidArgument`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(lock: redlock_reentrant::RLock) -> Result<(), redlock_reentrant::Error> {
+    /// if lock.force_unlock().await? {
+    ///     println!("it was held; it is free now");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool, Error> {
         crate::unlock::force_unlock(self.inner(), &self.target()).await
     }
@@ -322,6 +390,14 @@ impl RLock {
     /// # Errors
     ///
     /// [`Error::NoQuorum`], [`Error::WrongType`], [`Error::InvalidArgument`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(lock: redlock_reentrant::RLock) -> Result<(), redlock_reentrant::Error> {
+    /// println!("locked: {}", lock.is_locked().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn is_locked(&self) -> Result<bool, Error> {
         Ok(inspect(self.inner(), &self.target()).await?.locked)
     }
@@ -335,6 +411,14 @@ impl RLock {
     /// # Errors
     ///
     /// As [`RLock::is_locked`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(lock: redlock_reentrant::RLock) -> Result<(), redlock_reentrant::Error> {
+    /// assert!(!lock.is_held_by_current_task().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn is_held_by_current_task(&self) -> Result<bool, Error> {
         Ok(self.hold_count().await? > 0)
     }
@@ -348,6 +432,15 @@ impl RLock {
     /// # Errors
     ///
     /// As [`RLock::is_locked`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(lock: redlock_reentrant::RLock) -> Result<(), redlock_reentrant::Error> {
+    /// lock.lock().await?;
+    /// assert_eq!(lock.hold_count().await?, 1);
+    /// # Ok(()) }
+    /// ```
     pub async fn hold_count(&self) -> Result<u32, Error> {
         Ok(inspect(self.inner(), &self.target()).await?.hold_count)
     }
@@ -361,18 +454,29 @@ impl RLock {
     /// # Errors
     ///
     /// As [`RLock::is_locked`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(lock: redlock_reentrant::RLock) -> Result<(), redlock_reentrant::Error> {
+    /// if let Some(ttl) = lock.remaining_ttl().await? {
+    ///     println!("held for {ttl:?} more");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>, Error> {
         Ok(inspect(self.inner(), &self.target()).await?.remaining_ttl)
     }
 
     /// The fencing token of this owner's current hold: strictly greater than every earlier
-    /// holder's, the same for nested acquisitions. `None` when this owner holds nothing.
+    /// holder's, the same for nested acquisitions. `None` when this owner holds nothing live.
     pub fn fencing_token(&self) -> Option<u64> {
         let target = self.target();
         self.inner().holds.get(&target.hold)?.token()
     }
 
-    /// The lost signal of this owner's current hold, if it holds the lock.
+    /// The lost signal of this owner's current hold, if it has one (live, or lost and not yet
+    /// unwound).
     pub fn lost_signal(&self) -> Option<LostSignal> {
         let target = self.target();
         self.inner().holds.get(&target.hold)?.lost()
@@ -380,17 +484,22 @@ impl RLock {
 
     /// Attempts until acquired, or until `wait` (if any) has passed while the lock is held by
     /// someone else. Between attempts it sleeps until a release is announced or the holder's
-    /// lease runs out, whichever comes first.
+    /// lease runs out, whichever comes first; after a split vote, a short jittered pause.
     async fn acquire_waiting(
         &self,
         wait: Option<Duration>,
         mode: LeaseMode,
-    ) -> Result<Option<Acquired>, Error> {
+    ) -> Result<Option<Grant>, Error> {
         let inner = self.inner();
         let target = self.target();
-        let deadline = wait.map(|wait| Instant::now() + wait);
+        // A wait too long to represent is no deadline at all.
+        let deadline = wait.map(|wait| Instant::now().checked_add(wait));
+        let left = || match deadline {
+            Some(Some(deadline)) => Some(deadline.saturating_duration_since(Instant::now())),
+            _ => None,
+        };
         let policy = inner.redlock.config().retry;
-        let mut retries = 0;
+        let (mut retries, mut splits) = (0, 0);
         let mut subscription = None;
         loop {
             // Listen before trying, so a release between the attempt and the sleep still wakes us.
@@ -400,30 +509,17 @@ impl RLock {
             if let Some(notified) = notified.as_mut() {
                 notified.as_mut().enable();
             }
-            let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            match attempt(inner, &target, mode).await {
-                Ok(Outcome::Acquired(acquired)) => return Ok(Some(acquired)),
+            let fallback = match attempt(inner, &target, mode).await {
+                Ok(Outcome::Acquired(grant)) => return Ok(Some(grant)),
+                Ok(Outcome::Expired) => continue,
                 Ok(Outcome::Held { ttl }) => {
+                    (retries, splits) = (0, 0);
+                    ttl
+                }
+                Ok(Outcome::Contended) => {
                     retries = 0;
-                    if left() == Some(Duration::ZERO) {
-                        return Ok(None);
-                    }
-                    if subscription.is_none() {
-                        drop(notified);
-                        subscription = Some(inner.wakeups.subscribe(&target.channel()).await);
-                        continue; // try again now that releases reach us
-                    }
-                    let fallback = [ttl, left()].into_iter().flatten().min();
-                    let sleep = async {
-                        match fallback {
-                            Some(fallback) => tokio::time::sleep(fallback).await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        () = async { if let Some(n) = notified { n.await } } => {}
-                        () = sleep => {}
-                    }
+                    splits += 1;
+                    Some(policy.delay(splits - 1))
                 }
                 Err(err) if err.is_retryable() && retries < policy.retries => {
                     let pause = policy.delay(retries);
@@ -432,8 +528,28 @@ impl RLock {
                         return Err(err);
                     }
                     tokio::time::sleep(pause).await;
+                    continue;
                 }
                 Err(err) => return Err(err),
+            };
+            if left() == Some(Duration::ZERO) {
+                return Ok(None);
+            }
+            if subscription.is_none() {
+                drop(notified);
+                subscription = Some(inner.wakeups.subscribe(target.channel()).await);
+                continue; // try again now that releases reach us
+            }
+            let fallback = [fallback, left()].into_iter().flatten().min();
+            let sleep = async {
+                match fallback {
+                    Some(fallback) => tokio::time::sleep(fallback).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = async { if let Some(n) = notified { n.await } } => {}
+                () = sleep => {}
             }
         }
     }

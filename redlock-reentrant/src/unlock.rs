@@ -1,5 +1,11 @@
-//! Releasing holds: one nested hold (`unlock`), any holder's lock (`force_unlock`), or every
-//! hold of a client at shutdown.
+//! Releasing holds: one acquisition (`unlock`, a guard), any holder's lock (`force_unlock`), or
+//! every hold of a client at shutdown.
+//!
+//! A release, once asked for, always ends in a definite state of the hold: released, still held
+//! and renewed (a release no majority answered, which its caller retries), or given up (its
+//! signal fired, renewal stopped, the lock deleted where this owner holds it). A release whose
+//! future is dropped is completed in a spawned task; where no runtime is left, the hold is given
+//! up at once.
 
 use std::sync::Arc;
 
@@ -9,154 +15,288 @@ use redlock_watchdog::LostReason;
 
 use crate::acquire::millis;
 use crate::client::Inner;
-use crate::holds::{HoldCell, HoldState, Target};
+use crate::hold::{Hold, LeaseMode, Refusal, ReleasePlan};
+use crate::holds::{channel_of, HoldGuard, Target};
 use crate::scripts::{ABANDON, FORCE_UNLOCK, UNLOCK};
 use crate::Error;
 
-/// What an unlock does when too few nodes answer it.
+/// What a release does when too few nodes answer it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnNoQuorum {
-    /// Keep the hold (counted and renewed) and its pending request, for the caller to retry:
+    /// Keep the hold (counted and renewed) and its request id, for the caller to retry:
     /// `RLock::unlock`, whose caller can call again.
     KeepHold,
-    /// Give the whole hold up: a guard's release, which nobody can retry once the guard is
-    /// gone. See [`give_up`].
+    /// Give the hold up: a guard's release, or one whose caller went away, which nobody can
+    /// retry.
     GiveUp,
 }
 
-/// Releases one nested hold; returns how many are left.
-///
-/// The last release drops the watchdog registration before anything is sent, so no renewal
-/// follows it. Each request carries an id that every node remembers with its answer for a short
-/// while: retrying after a lost reply (here, or in a later call after an error) gets the same
-/// answers instead of a false "not owner".
-pub(crate) async fn unlock(
-    inner: &Arc<Inner>,
-    target: &Target,
-    on_no_quorum: OnNoQuorum,
-) -> Result<u32, Error> {
-    inner.check_open()?;
-    let not_owner = || Error::NotOwner {
-        name: target.name.to_string(),
-    };
-    let Some(cell) = inner.holds.get(&target.hold) else {
-        return Err(not_owner());
-    };
-    let mut state = cell.state.lock().await;
-    if let Some(reason) = state.lost_reason() {
-        // Unwinding a lost hold: one unlock per acquisition, each told the hold was lost.
-        state.count = state.count.saturating_sub(1);
-        if state.count == 0 {
-            state.clear(&cell);
-        }
-        drop(state);
-        drop(cell);
-        inner.holds.forget_if_idle(&target.hold);
-        return Err(Error::LockLost {
-            name: target.name.to_string(),
-            reason,
-        });
-    }
-    if state.count == 0 {
-        drop(state);
-        drop(cell);
-        inner.holds.forget_if_idle(&target.hold);
-        return Err(not_owner());
-    }
-    if state.count == 1 {
-        // First thing: stop renewing.
-        state.registration = None;
-    }
-    let request = state
-        .pending_unlock
-        .get_or_insert_with(|| inner.request_id())
-        .clone();
-    let config = inner.redlock.config();
-    let timeout = config.node_timeout_for(inner.watchdog.timeout());
-    let latch = format!("{}:unlock:{request}", target.key());
-    #[cfg(feature = "sabotage")]
-    let unlock_script: &redlock_core::LockScript = if crate::sabotage::release_without_compare() {
-        &crate::scripts::UNLOCK_WITHOUT_COMPARE
-    } else {
-        &UNLOCK
-    };
-    #[cfg(not(feature = "sabotage"))]
-    let unlock_script: &redlock_core::LockScript = &UNLOCK;
-    let call = unlock_script
-        .call()
-        .key(target.key())
-        .key(&latch)
-        .arg(target.owner())
-        .arg(target.channel())
-        .arg(&request)
-        .arg(millis(inner.latch_ttl()))
-        .arg(state.count);
-    let nodes = inner.redlock.nodes().len();
-    let mut retry = 0;
-    let outcome = loop {
-        let mut fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
-        let released = fan.count(|left| *left >= 0);
-        let refused = fan.count(|left| *left < 0);
-        if released >= fan.quorum() {
-            state.count -= 1;
-            state.pending_unlock = None;
-            if state.count == 0 {
-                state.clear(&cell);
-            }
-            tracing::debug!(lock = %target.name, left = state.count, released, "unlocked");
-            break Ok(state.count);
-        }
-        if released + (nodes - fan.answered()) < fan.quorum() || refused >= fan.quorum() {
-            // A majority no longer knows of this hold: it was lost before the unlock.
-            let reason = state.lost_reason().unwrap_or(LostReason::NotOwner);
-            if let Some(lost) = &state.lost {
-                lost.fire(reason);
-            }
-            state.registration = None;
-            state.pending_unlock = None;
-            state.count -= 1;
-            if state.count == 0 {
-                state.clear(&cell);
-            }
-            break Err(Error::LockLost {
-                name: target.name.to_string(),
-                reason,
-            });
-        }
-        if retry >= config.retry.retries {
-            let answered = fan.answered();
-            let err = Error::no_quorum(&target.name, answered, &mut fan);
-            if on_no_quorum == OnNoQuorum::GiveUp {
-                give_up(inner, target, &mut state, &cell).await;
-            }
-            break Err(err);
-        }
-        tokio::time::sleep(config.retry.delay(retry)).await;
-        retry += 1;
-    };
-    drop(state);
-    drop(cell);
-    inner.holds.forget_if_idle(&target.hold);
-    outcome
+/// A release that is owed: by a guard until it is unlocked or dropped, by an `unlock` call
+/// until it has the hold. Dropped while still owed, it is paid in a spawned task (or, with no
+/// runtime left, the hold is given up at once).
+#[derive(Debug)]
+pub(crate) struct OwedRelease {
+    inner: Arc<Inner>,
+    target: Target,
+    /// The guard's hold, `None` for whatever this owner holds (`RLock::unlock`).
+    generation: Option<u64>,
+    /// The lease the guard's acquisition asked for, `None` for the latest acquisition.
+    mode: Option<LeaseMode>,
+    owed: bool,
 }
 
-/// Gives up a hold whose release could not reach a majority and that nobody can release any
-/// more. The client stops renewing it first and fires its lost signal
-/// ([`LostReason::QuorumLost`]): nested holds still in use answer `LockLost` until they are
-/// unwound, as for any lost hold. Then it deletes the lock where this owner holds it, retried
-/// until a majority answered; where that fails, it expires within its lease. Runs with the
-/// hold's state locked, so this owner's next acquisition of the lock is sent after the deletion
-/// on every node's connection.
-async fn give_up(inner: &Arc<Inner>, target: &Target, state: &mut HoldState, cell: &HoldCell) {
-    if let Some(lost) = &state.lost {
-        lost.fire(LostReason::QuorumLost);
+impl OwedRelease {
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        target: Target,
+        generation: Option<u64>,
+        mode: Option<LeaseMode>,
+    ) -> Self {
+        Self {
+            inner,
+            target,
+            generation,
+            mode,
+            owed: true,
+        }
     }
-    state.registration = None;
-    state.pending_unlock = None;
-    state.count = state.count.saturating_sub(1);
-    if state.count == 0 {
-        state.clear(cell);
+
+    /// Releases one acquisition; returns how many are left. Once it has the hold, the release
+    /// is its own: dropping this future then completes it in a spawned task.
+    pub(crate) async fn pay(&mut self, on_no_quorum: OnNoQuorum) -> Result<u32, Error> {
+        if !self.owed {
+            return Err(Error::NotOwner {
+                name: self.target.name.to_string(),
+            });
+        }
+        if let Err(err) = self.inner.check_open() {
+            // Shutdown released every hold already.
+            self.owed = false;
+            return Err(err);
+        }
+        let hold = self.inner.holds.lock(&self.target.hold).await;
+        self.owed = false;
+        let plan = match plan(&self.target, hold, self.generation, &self.inner) {
+            Ok(planned) => planned,
+            Err(err) => return Err(err),
+        };
+        let (hold, plan) = plan;
+        let flight = InFlight {
+            inner: Arc::clone(&self.inner),
+            target: self.target.clone(),
+            hold: Some(hold),
+            plan,
+            mode: self.mode,
+        };
+        let (hold, outcome) = flight.run(on_no_quorum).await;
+        drop(hold);
+        outcome
     }
+}
+
+impl Drop for OwedRelease {
+    fn drop(&mut self) {
+        if !self.owed {
+            return;
+        }
+        self.owed = false;
+        let mut owed = OwedRelease {
+            inner: Arc::clone(&self.inner),
+            target: self.target.clone(),
+            generation: self.generation,
+            mode: self.mode,
+            owed: true,
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            redlock_core::spawn_cleanup(async move {
+                if let Err(err) = owed.pay(OnNoQuorum::GiveUp).await {
+                    tracing::debug!(lock = %owed.target.name, error = %err, "release on drop failed");
+                }
+            });
+            return;
+        }
+        owed.owed = false;
+        abandon_without_runtime(&self.inner, &self.target, self.generation);
+    }
+}
+
+/// Gives a hold up where nothing can be sent (no runtime): renewal stops and the signal fires
+/// now; the lock expires with its lease. If an operation has the hold, it applies this when done.
+fn abandon_without_runtime(inner: &Inner, target: &Target, generation: Option<u64>) {
+    let Some(cell) = inner.holds.get(&target.hold) else {
+        return;
+    };
+    tracing::warn!(lock = %target.name, "released outside a tokio runtime: the hold is given up and expires with its lease");
+    match cell.try_state() {
+        Some(mut hold) => {
+            hold.refresh();
+            if generation.is_none_or(|generation| hold.generation() == Some(generation)) {
+                hold.give_up(LostReason::Abandoned);
+            }
+        }
+        None => {
+            if let Some(lost) = cell.lost() {
+                lost.fire(LostReason::Abandoned);
+            }
+            if let Some(generation) = generation.or_else(|| cell.generation()) {
+                cell.abandon_later(generation);
+            }
+        }
+    }
+}
+
+/// Plans one release of the hold, or says why there is nothing to release.
+fn plan(
+    target: &Target,
+    mut hold: HoldGuard,
+    generation: Option<u64>,
+    inner: &Inner,
+) -> Result<(HoldGuard, ReleasePlan), Error> {
+    match hold.plan_release(generation, || inner.request_id()) {
+        Ok(plan) => Ok((hold, plan)),
+        Err(Refusal::NotOwner) => Err(Error::NotOwner {
+            name: target.name.to_string(),
+        }),
+        Err(Refusal::Lost(reason)) => Err(Error::lock_lost(&target.name, reason)),
+    }
+}
+
+/// Finishes a release this owner left pending (no majority answered it) before its next
+/// acquisition: the hold, updated, comes back unless the release again found no majority.
+pub(crate) async fn finish_pending(
+    inner: &Arc<Inner>,
+    target: &Target,
+    hold: HoldGuard,
+) -> Result<HoldGuard, Error> {
+    let (hold, plan) = plan(target, hold, None, inner)?;
+    let flight = InFlight {
+        inner: Arc::clone(inner),
+        target: target.clone(),
+        hold: Some(hold),
+        plan,
+        mode: None,
+    };
+    match flight.run(OnNoQuorum::KeepHold).await {
+        (hold, Ok(_) | Err(Error::LockLost { .. })) => Ok(hold),
+        (_, Err(err)) => Err(err),
+    }
+}
+
+/// A release sent (or about to be) and not yet decided; it has the hold. Dropped before it is
+/// decided, it is finished in a spawned task, retrying the same request id.
+struct InFlight {
+    inner: Arc<Inner>,
+    target: Target,
+    hold: Option<HoldGuard>,
+    plan: ReleasePlan,
+    mode: Option<LeaseMode>,
+}
+
+impl InFlight {
+    fn hold(&mut self) -> &mut Hold {
+        self.hold.as_mut().expect("present until decided")
+    }
+
+    /// Sends the release until a majority decides it or the retries are spent. Each request
+    /// carries an id that every node remembers with its answer for a short while: retrying
+    /// after a lost reply (here, or in a later call after an error) gets the same answers
+    /// instead of a false "not owner".
+    async fn run(mut self, on_no_quorum: OnNoQuorum) -> (HoldGuard, Result<u32, Error>) {
+        let outcome = self.decide(on_no_quorum).await;
+        let hold = self.hold.take().expect("present until decided");
+        (hold, outcome)
+    }
+
+    async fn decide(&mut self, on_no_quorum: OnNoQuorum) -> Result<u32, Error> {
+        let inner = Arc::clone(&self.inner);
+        let target = self.target.clone();
+        let config = inner.redlock.config();
+        let timeout = config.node_timeout_for(inner.watchdog.timeout());
+        let latch = format!("{}:unlock:{}", target.key(), self.plan.request);
+        #[cfg(feature = "sabotage")]
+        let unlock_script: &redlock_core::LockScript = if crate::sabotage::release_without_compare()
+        {
+            &crate::scripts::UNLOCK_WITHOUT_COMPARE
+        } else {
+            &UNLOCK
+        };
+        #[cfg(not(feature = "sabotage"))]
+        let unlock_script: &redlock_core::LockScript = &UNLOCK;
+        let call = unlock_script
+            .call()
+            .key(target.key())
+            .key(&latch)
+            .arg(target.owner())
+            .arg(target.channel())
+            .arg(&self.plan.request)
+            .arg(millis(inner.latch_ttl()))
+            .arg(self.plan.count);
+        let nodes = inner.redlock.nodes().len();
+        let mut retry = 0;
+        loop {
+            let mut fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
+            let released = fan.count(|left| *left >= 0);
+            let refused = fan.count(|left| *left < 0);
+            if released >= fan.quorum() {
+                let mode = self.mode;
+                let left = self.hold().released(mode);
+                tracing::debug!(lock = %target.name, left, released, "unlocked");
+                return Ok(left);
+            }
+            if released + (nodes - fan.answered()) < fan.quorum() || refused >= fan.quorum() {
+                // A majority no longer knows of this hold: it was lost before the release.
+                let reason = self.hold().release_refused();
+                return Err(Error::lock_lost(&target.name, reason));
+            }
+            if retry >= config.retry.retries {
+                let err = Error::no_quorum(&target.name, fan.answered(), &mut fan);
+                match on_no_quorum {
+                    OnNoQuorum::KeepHold => self.hold().release_unanswered(),
+                    OnNoQuorum::GiveUp => {
+                        if self.hold().give_up(LostReason::QuorumLost) {
+                            abandon(&inner, &target).await;
+                        }
+                    }
+                }
+                return Err(err);
+            }
+            tokio::time::sleep(config.retry.delay(retry)).await;
+            retry += 1;
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let Some(hold) = self.hold.take() else {
+            return;
+        };
+        let flight = InFlight {
+            inner: Arc::clone(&self.inner),
+            target: self.target.clone(),
+            hold: Some(hold),
+            plan: self.plan.clone(),
+            mode: self.mode,
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            redlock_core::spawn_cleanup(async move {
+                let target = flight.target.clone();
+                if let (_, Err(err)) = flight.run(OnNoQuorum::GiveUp).await {
+                    tracing::debug!(lock = %target.name, error = %err, "a dropped release did not complete");
+                }
+            });
+            return;
+        }
+        let mut flight = flight;
+        flight.hold().give_up(LostReason::Abandoned);
+        drop(flight.hold.take());
+    }
+}
+
+/// Deletes the lock where this owner holds it (a hold given up), retried until a majority
+/// answered; where that fails, it expires within its lease. Runs while the caller still has the
+/// hold, so this owner's next acquisition is sent after the deletion on every node's connection.
+async fn abandon(inner: &Inner, target: &Target) {
     let config = inner.redlock.config();
     let timeout = config.node_timeout_for(inner.watchdog.timeout());
     let call = ABANDON
@@ -176,13 +316,22 @@ async fn give_up(inner: &Arc<Inner>, target: &Target, state: &mut HoldState, cel
     tracing::warn!(lock = %target.name, "gave up a hold no majority answered for; it expires with its lease");
 }
 
-/// Deletes the lock whoever holds it; returns whether a majority held it.
+/// Deletes the lock whoever holds it; returns whether a majority held it. This client's own
+/// holders are told first, so none still believes once another owner can take the lock.
 pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<bool, Error> {
     inner.check_open()?;
-    inner
-        .redlock
-        .config()
-        .check_request(&target.name, inner.watchdog.timeout())?;
+    inner.check_request(&target.name, inner.watchdog.timeout())?;
+    for cell in inner.holds.of_key(target.key()) {
+        match cell.try_state() {
+            Some(mut hold) => hold.force_unlocked(),
+            // Busy: its signal stops renewal now, and the operation in flight sees it.
+            None => {
+                if let Some(lost) = cell.lost() {
+                    lost.fire(LostReason::NotOwner);
+                }
+            }
+        }
+    }
     let call = FORCE_UNLOCK
         .call()
         .key(target.key())
@@ -194,15 +343,6 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
         .config()
         .node_timeout_for(inner.watchdog.timeout());
     let mut fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
-    // This client's own holders hear of it now rather than at the next renewal.
-    for (_, cell) in inner.holds.of_key(target.key()) {
-        if let Ok(mut state) = cell.state.try_lock() {
-            if let Some(lost) = &state.lost {
-                lost.fire(LostReason::NotOwner);
-            }
-            state.registration = None;
-        }
-    }
     if fan.answered() < fan.quorum() {
         return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
     }
@@ -210,7 +350,7 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
 }
 
 /// Releases every hold of this client (shutdown): each lock it holds is deleted whatever its
-/// nesting depth, in batches per node like renewal.
+/// nesting depth, in batches per node like renewal. Every holder is told first.
 pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
     // Batches of hundreds of locks get the renewal batches' timeout, not one lock's.
     let node_timeout = inner
@@ -219,26 +359,23 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
         .node_timeout_for(inner.watchdog.timeout());
     let timeout = inner.watchdog.config().renew_request_timeout(node_timeout);
     let mut held = Vec::new();
-    for (hold, cell) in inner.holds.all() {
-        let mut state = Arc::clone(&cell.state).lock_owned().await;
-        if state.count > 0 {
-            state.registration = None;
-            held.push((hold, cell, state));
+    for key in inner.holds.keys() {
+        let mut hold = inner.holds.lock(&key).await;
+        if !matches!(*hold, Hold::Free) {
+            hold.shut_down();
+            held.push((key, hold));
         }
     }
     let batch_size = inner.watchdog.config().batch_size;
     let message = inner.request_id();
-    let channels: Vec<String> = held
-        .iter()
-        .map(|(hold, _, _)| format!("{}:released", hold.key))
-        .collect();
+    let channels: Vec<String> = held.iter().map(|(key, _)| channel_of(&key.key)).collect();
     let calls: Vec<_> = held
         .chunks(batch_size)
         .zip(channels.chunks(batch_size))
         .map(|(batch, channels)| {
             batch.iter().zip(channels).fold(
                 ABANDON.call().arg(&message).by_source(),
-                |call, ((hold, _, _), channel)| call.key(&*hold.key).arg(&*hold.owner).arg(channel),
+                |call, ((key, _), channel)| call.key(&*key.key).arg(&*key.owner).arg(channel),
             )
         })
         .collect();
@@ -252,11 +389,5 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
         tracing::warn!(
             "shutdown could not reach a majority for some locks; they expire with their lease"
         );
-    }
-    for (_, cell, mut state) in held {
-        if let Some(lost) = &state.lost {
-            lost.fire(LostReason::Shutdown);
-        }
-        state.clear(&cell);
     }
 }

@@ -1,57 +1,100 @@
 //! Waking waiters when a lock is released: one pub/sub connection per node, one subscription
 //! per lock channel per client shared by all its local waiters, dropped with the last waiter.
+//!
+//! Each node has a task of its own that owns its pub/sub connection: it connects when a channel
+//! is wanted, subscribes and unsubscribes to match the channels local waiters want, reconnects
+//! (with a jittered backoff) when the connection drops or stops answering, subscribes every
+//! wanted channel again, and wakes their waiters, who look again: a release may have been
+//! missed meanwhile. A slow or stopped node delays only its own task. Closing the client (or
+//! dropping it) ends the tasks and their connections.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use futures_util::future::join_all;
 use futures_util::StreamExt;
-use redlock_core::redis::aio::PubSubSink;
-use redlock_core::redis::Msg;
+use redlock_core::redis::aio::{PubSubSink, PubSubStream};
+use redlock_core::redis::{Client, Msg};
 use redlock_core::{NodeAddress, NodeSet};
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
 
 /// The release messages of every lock some local task waits for.
-#[derive(Debug)]
 pub(crate) struct Wakeups {
-    nodes: Vec<NodeChannel>,
-    channels: Arc<Mutex<HashMap<String, ChannelState>>>,
-    /// Serializes SUBSCRIBE and UNSUBSCRIBE so a late UNSUBSCRIBE never undoes a newer SUBSCRIBE.
-    changes: tokio::sync::Mutex<()>,
-    timeout: Duration,
+    shared: Arc<Shared>,
+    /// Each node's task takes the names of channels to bring in line with what is wanted.
+    nodes: Vec<Arc<Changes>>,
+    /// How long a new waiter waits for its subscription to be confirmed.
+    request_timeout: Duration,
 }
 
-#[derive(Debug, Default)]
+impl std::fmt::Debug for Wakeups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wakeups")
+            .field("nodes", &self.nodes.len())
+            .field("watched_channels", &self.watched_channels())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    channels: Mutex<HashMap<String, ChannelState>>,
+    closed: CancellationToken,
+    /// Subscriptions confirmed on this many nodes hear every release: any majority of the
+    /// nodes, which a release is published on, shares one of them.
+    enough: usize,
+    nodes: usize,
+}
+
 struct ChannelState {
     notify: Arc<Notify>,
     waiters: usize,
-    subscribed: bool,
     last_release: Option<Vec<u8>>,
+    /// Which nodes confirmed the subscription, and how many (for waiters to await).
+    subscribed_on: Vec<bool>,
+    confirmed: watch::Sender<usize>,
 }
 
-#[derive(Debug)]
-struct NodeChannel {
-    client: redlock_core::redis::Client,
-    address: NodeAddress,
-    /// The open connection's sink, with a generation so a dead connection's reader clears only
-    /// its own.
-    sink: Arc<Mutex<Option<(u64, PubSubSink)>>>,
-    generation: AtomicU64,
+impl ChannelState {
+    fn new(nodes: usize) -> Self {
+        Self {
+            notify: Arc::new(Notify::new()),
+            waiters: 0,
+            last_release: None,
+            subscribed_on: vec![false; nodes],
+            confirmed: watch::Sender::new(0),
+        }
+    }
+
+    /// Records whether `node` has the subscription; returns whether it just gained it.
+    fn set_subscribed(&mut self, node: usize, subscribed: bool) -> bool {
+        let was = std::mem::replace(&mut self.subscribed_on[node], subscribed);
+        let count = self.subscribed_on.iter().filter(|on| **on).count();
+        self.confirmed.send_replace(count);
+        subscribed && !was
+    }
 }
 
 /// A waiter's interest in one lock's release messages. Dropping it leaves; the last waiter to
 /// leave unsubscribes.
-#[derive(Debug)]
 pub(crate) struct Subscription {
-    wakeups: Arc<Wakeups>,
+    shared: Arc<Shared>,
+    nodes: Vec<Arc<Changes>>,
     channel: String,
     notify: Arc<Notify>,
 }
 
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("channel", &self.channel)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Subscription {
-    /// Resolves at the next release message (or at once if one came since the last call).
+    /// Resolves at the next release message (or at once if one came since the last call), or
+    /// when a node's subscription is (re)confirmed and waiters should look again.
     pub(crate) fn notify(&self) -> &Notify {
         &self.notify
     }
@@ -60,22 +103,21 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         let last = {
-            let mut channels = lock(&self.wakeups.channels);
-            match channels.get_mut(&self.channel) {
-                Some(state) => {
-                    state.waiters = state.waiters.saturating_sub(1);
-                    state.waiters == 0
-                }
-                None => false,
+            let mut channels = lock(&self.shared.channels);
+            let last = channels.get_mut(&self.channel).is_some_and(|state| {
+                state.waiters = state.waiters.saturating_sub(1);
+                state.waiters == 0
+            });
+            if last {
+                channels.remove(&self.channel);
             }
+            last
         };
-        if !last {
-            return;
-        }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let wakeups = Arc::clone(&self.wakeups);
-            let channel = std::mem::take(&mut self.channel);
-            runtime.spawn(async move { wakeups.unsubscribe_if_unwatched(&channel).await });
+        if last {
+            // Each node's task unsubscribes (no runtime needed to ask it).
+            for node in &self.nodes {
+                node.push(&self.channel);
+            }
         }
     }
 }
@@ -86,152 +128,302 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Wakeups {
-    pub(crate) fn new(nodes: &NodeSet, timeout: Duration) -> Self {
-        Self {
-            nodes: nodes
-                .iter()
-                .map(|node| NodeChannel {
+    /// Starts one task per node on the current runtime; none connects until a channel is wanted.
+    pub(crate) fn start(
+        nodes: &NodeSet,
+        quorum: usize,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            channels: Mutex::new(HashMap::new()),
+            closed: CancellationToken::new(),
+            enough: nodes.len() + 1 - quorum.min(nodes.len()),
+            nodes: nodes.len(),
+        });
+        let senders = nodes
+            .iter()
+            .map(|node| {
+                let changes = Arc::new(Changes::default());
+                let task = NodeTask {
+                    index: node.index(),
                     client: node.client().clone(),
                     address: node.address().clone(),
-                    sink: Arc::default(),
-                    generation: AtomicU64::new(0),
-                })
-                .collect(),
-            channels: Arc::default(),
-            changes: tokio::sync::Mutex::new(()),
-            timeout,
+                    shared: Arc::clone(&shared),
+                    changes: Arc::clone(&changes),
+                    connect_timeout,
+                    request_timeout,
+                };
+                tokio::spawn(task.run());
+                changes
+            })
+            .collect();
+        Self {
+            shared,
+            nodes: senders,
+            request_timeout,
         }
     }
 
-    /// Joins the waiters of `channel`, subscribing on every node if nobody here listens yet.
-    /// Nodes that cannot be reached within the per-node timeout are skipped: waiters also retry
-    /// when the holder's lease runs out.
-    pub(crate) async fn subscribe(self: &Arc<Self>, channel: &str) -> Subscription {
-        let notify = {
-            let mut channels = lock(&self.channels);
-            let state = channels.entry(channel.to_owned()).or_default();
+    /// Joins the waiters of `channel`, subscribing on every node if nobody here listens yet,
+    /// and waits (at most the per-node timeout) until enough nodes confirmed it that every
+    /// release reaches it. Nodes that answer later, or come back, wake the waiters when they
+    /// confirm, so a release in the gap is not slept through.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped call leaves like a dropped [`Subscription`].
+    pub(crate) async fn subscribe(&self, channel: &str) -> Subscription {
+        let (notify, mut confirmed, first) = {
+            let mut channels = lock(&self.shared.channels);
+            let state = channels
+                .entry(channel.to_owned())
+                .or_insert_with(|| ChannelState::new(self.shared.nodes));
             state.waiters += 1;
-            Arc::clone(&state.notify)
+            (
+                Arc::clone(&state.notify),
+                state.confirmed.subscribe(),
+                state.waiters == 1,
+            )
         };
         let subscription = Subscription {
-            wakeups: Arc::clone(self),
+            shared: Arc::clone(&self.shared),
+            nodes: self.nodes.clone(),
             channel: channel.to_owned(),
             notify,
         };
-        let _changes = self.changes.lock().await;
-        let needed = lock(&self.channels)
-            .get(channel)
-            .is_some_and(|state| !state.subscribed);
-        if needed {
-            join_all(
-                self.nodes
-                    .iter()
-                    .map(|node| self.subscribe_on(node, channel)),
-            )
-            .await;
-            if let Some(state) = lock(&self.channels).get_mut(channel) {
-                state.subscribed = true;
+        if first {
+            for node in &self.nodes {
+                node.push(channel);
             }
         }
+        let enough = self.shared.enough;
+        // Not confirmed in time: the waiter looks again when a node confirms, and at worst
+        // when the holder's lease runs out.
+        let _ = tokio::time::timeout(
+            self.request_timeout,
+            confirmed.wait_for(|count| *count >= enough),
+        )
+        .await;
         subscription
     }
 
-    async fn subscribe_on(self: &Arc<Self>, node: &NodeChannel, channel: &str) {
-        let outcome = tokio::time::timeout(self.timeout, async {
-            let mut sink = self.sink_of(node).await?;
-            sink.subscribe(channel).await
-        })
-        .await;
-        match outcome {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => {
-                tracing::debug!(node = %node.address, error = %err, "subscribe failed; waiters fall back to the lease");
-                lock(&node.sink).take();
+    /// How many channels this client's waiters listen to right now.
+    pub(crate) fn watched_channels(&self) -> usize {
+        lock(&self.shared.channels).len()
+    }
+
+    /// Ends every node's task and closes its connection; wakes every waiter (who then finds
+    /// the client shut down).
+    pub(crate) fn close(&self) {
+        self.shared.closed.cancel();
+        for state in lock(&self.shared.channels).values() {
+            state.notify.notify_waiters();
+        }
+    }
+}
+
+impl Drop for Wakeups {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// One node's pub/sub connection and the channels it is subscribed to.
+struct NodeTask {
+    index: usize,
+    client: Client,
+    address: NodeAddress,
+    shared: Arc<Shared>,
+    changes: Arc<Changes>,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+}
+
+/// The channels whose subscription on one node may have to change, coalesced: a channel
+/// wanted and unwanted many times while its node is unreachable is looked at once.
+#[derive(Default)]
+struct Changes {
+    channels: Mutex<HashSet<String>>,
+    wake: Notify,
+}
+
+impl Changes {
+    fn push(&self, channel: &str) {
+        lock(&self.channels).insert(channel.to_owned());
+        self.wake.notify_one();
+    }
+
+    fn take(&self) -> HashSet<String> {
+        std::mem::take(&mut *lock(&self.channels))
+    }
+}
+
+/// Why a connection ended.
+enum Ended {
+    /// The client closed: stop.
+    Closed,
+    /// The connection broke or stopped answering: connect again.
+    Broken,
+}
+
+impl NodeTask {
+    async fn run(mut self) {
+        let closed = self.shared.closed.clone();
+        let mut failures = 0u32;
+        loop {
+            // Nothing wanted, nothing connected: wait until a channel is.
+            while !self.anything_wanted() {
+                tokio::select! {
+                    () = closed.cancelled() => return,
+                    () = self.changes.wake.notified() => {}
+                }
             }
-            Err(_) => {
-                tracing::debug!(node = %node.address, "subscribe timed out; waiters fall back to the lease");
-                lock(&node.sink).take();
+            let connected = tokio::select! {
+                () = closed.cancelled() => return,
+                connected = tokio::time::timeout(self.connect_timeout, self.client.get_async_pubsub()) => connected,
+            };
+            let (sink, stream) = match connected {
+                Ok(Ok(pubsub)) => pubsub.split(),
+                failed => {
+                    let error = match failed {
+                        Ok(Err(err)) => err.to_string(),
+                        _ => format!("no connection within {:?}", self.connect_timeout),
+                    };
+                    tracing::debug!(node = %self.address, %error, "pub/sub connection failed; waiters fall back to the lease");
+                    let pause = backoff(failures);
+                    failures = failures.saturating_add(1);
+                    tokio::select! {
+                        () = closed.cancelled() => return,
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                    continue;
+                }
+            };
+            failures = 0;
+            match self.serve(sink, stream, &closed).await {
+                Ended::Closed => return,
+                Ended::Broken => {
+                    tracing::debug!(node = %self.address, "pub/sub connection lost; reconnecting");
+                    self.forget_subscriptions();
+                }
             }
         }
     }
 
-    /// The node's pub/sub connection, opened (with its reader task) if there is none.
-    async fn sink_of(
-        self: &Arc<Self>,
-        node: &NodeChannel,
-    ) -> Result<PubSubSink, redlock_core::redis::RedisError> {
-        if let Some((_, sink)) = lock(&node.sink).as_ref() {
-            return Ok(sink.clone());
+    fn anything_wanted(&self) -> bool {
+        !lock(&self.shared.channels).is_empty()
+    }
+
+    /// Serves one connection until it ends.
+    async fn serve(
+        &mut self,
+        mut sink: PubSubSink,
+        mut stream: PubSubStream,
+        closed: &CancellationToken,
+    ) -> Ended {
+        let mut subscribed: HashSet<String> = HashSet::new();
+        // Every wanted channel, subscribed afresh: what was queued meanwhile is covered.
+        drop(self.changes.take());
+        let wanted: Vec<String> = lock(&self.shared.channels).keys().cloned().collect();
+        for channel in wanted {
+            if !self.reconcile(&mut sink, &mut subscribed, channel).await {
+                return Ended::Broken;
+            }
         }
-        let (sink, stream) = node.client.get_async_pubsub().await?.split();
-        let generation = node.generation.fetch_add(1, Ordering::Relaxed);
-        *lock(&node.sink) = Some((generation, sink.clone()));
-        let channels = Arc::clone(&self.channels);
-        let slot = Arc::clone(&node.sink);
-        tokio::spawn(async move {
-            let mut stream = stream;
-            while let Some(message) = stream.next().await {
-                dispatch(&channels, &message);
+        loop {
+            tokio::select! {
+                () = closed.cancelled() => return Ended::Closed,
+                message = stream.next() => match message {
+                    Some(message) => dispatch(&self.shared, &message),
+                    None => return Ended::Broken,
+                },
+                () = self.changes.wake.notified() => {
+                    for channel in self.changes.take() {
+                        if !self.reconcile(&mut sink, &mut subscribed, channel).await {
+                            return Ended::Broken;
+                        }
+                    }
+                }
             }
-            // The connection is gone: the next subscription reconnects. Wake every waiter so
-            // none sleeps on a message that cannot come.
-            let mut slot = lock(&slot);
-            if slot.as_ref().is_some_and(|(open, _)| *open == generation) {
-                slot.take();
+        }
+    }
+
+    /// Brings one channel's subscription in line with what the waiters want, and records it.
+    /// Returns false when the connection did not answer in time (it is then dropped).
+    async fn reconcile(
+        &self,
+        sink: &mut PubSubSink,
+        subscribed: &mut HashSet<String>,
+        channel: String,
+    ) -> bool {
+        let wanted = lock(&self.shared.channels).contains_key(&channel);
+        let have = subscribed.contains(&channel);
+        if wanted != have {
+            let change = async {
+                if wanted {
+                    sink.subscribe(&channel).await
+                } else {
+                    sink.unsubscribe(&channel).await
+                }
+            };
+            match tokio::time::timeout(self.request_timeout, change).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => {
+                    tracing::debug!(node = %self.address, error = %err, "pub/sub request failed");
+                    return false;
+                }
+                Err(_) => {
+                    tracing::debug!(node = %self.address, "pub/sub request timed out");
+                    return false;
+                }
             }
-            drop(slot);
-            for state in lock(&channels).values() {
+            if wanted {
+                subscribed.insert(channel.clone());
+            } else {
+                subscribed.remove(&channel);
+            }
+        }
+        if wanted {
+            self.confirm(&channel);
+        }
+        true
+    }
+
+    /// The node has `channel`: record it, and wake its waiters if that is news (a release
+    /// before it may have gone unheard).
+    fn confirm(&self, channel: &str) {
+        let mut channels = lock(&self.shared.channels);
+        if let Some(state) = channels.get_mut(channel) {
+            if state.set_subscribed(self.index, true) {
                 state.notify.notify_waiters();
             }
-        });
-        // Channels already being watched are subscribed on the new connection too.
-        let watched: Vec<String> = lock(&self.channels)
-            .iter()
-            .filter(|(_, state)| state.subscribed)
-            .map(|(channel, _)| channel.clone())
-            .collect();
-        let mut resubscribe = sink.clone();
-        for channel in watched {
-            resubscribe.subscribe(&channel).await?;
         }
-        Ok(sink)
     }
 
-    async fn unsubscribe_if_unwatched(&self, channel: &str) {
-        let _changes = self.changes.lock().await;
-        let unwatched = {
-            let mut channels = lock(&self.channels);
-            match channels.get(channel) {
-                Some(state) if state.waiters == 0 => {
-                    let was_subscribed = state.subscribed;
-                    channels.remove(channel);
-                    was_subscribed
-                }
-                _ => false,
-            }
-        };
-        if !unwatched {
-            return;
+    /// The connection is gone: no channel is subscribed on this node any more.
+    fn forget_subscriptions(&self) {
+        let mut channels = lock(&self.shared.channels);
+        for state in channels.values_mut() {
+            state.set_subscribed(self.index, false);
         }
-        join_all(self.nodes.iter().map(|node| async move {
-            let sink = lock(&node.sink).as_ref().map(|(_, sink)| sink.clone());
-            if let Some(mut sink) = sink {
-                let _ = tokio::time::timeout(self.timeout, sink.unsubscribe(channel)).await;
-            }
-        }))
-        .await;
     }
+}
 
-    /// How many channels this client listens to (for tests: subscriptions do not pile up).
-    pub(crate) fn watched_channels(&self) -> usize {
-        lock(&self.channels).len()
-    }
+/// The pause before connecting again after `failures` failures in a row: 100 ms doubling to
+/// 2 s, jittered so the nodes' tasks and clients do not retry in step.
+fn backoff(failures: u32) -> Duration {
+    let ceiling = Duration::from_millis(100)
+        .saturating_mul(1u32 << failures.min(5))
+        .min(Duration::from_secs(2));
+    let half = ceiling / 2;
+    half + half.mul_f64(fastrand::f64())
 }
 
 /// Wakes one local waiter per release. Every node that held the lock announces the same
 /// release; the copies after the first are ignored.
-fn dispatch(channels: &Mutex<HashMap<String, ChannelState>>, message: &Msg) {
-    let mut channels = lock(channels);
+fn dispatch(shared: &Shared, message: &Msg) {
+    let mut channels = lock(&shared.channels);
     let Some(state) = channels.get_mut(message.get_channel_name()) else {
         return;
     };
@@ -241,4 +433,30 @@ fn dispatch(channels: &Mutex<HashMap<String, ChannelState>>, message: &Msg) {
     }
     state.last_release = Some(release.to_vec());
     state.notify.notify_one();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_to_two_seconds_and_stays_jittered() {
+        for failures in 0..40 {
+            let pause = backoff(failures);
+            assert!(pause <= Duration::from_secs(2), "{pause:?}");
+            assert!(pause >= Duration::from_millis(50), "{pause:?}");
+        }
+        assert!(backoff(10) >= Duration::from_secs(1));
+    }
+
+    #[test]
+    fn enough_nodes_meet_every_majority() {
+        for nodes in 1..10usize {
+            let quorum = nodes / 2 + 1;
+            let enough = nodes + 1 - quorum;
+            // Any `enough` nodes and any `quorum` nodes share at least one.
+            assert!(enough + quorum > nodes, "{nodes} nodes");
+            assert!(enough <= nodes);
+        }
+    }
 }

@@ -4,7 +4,7 @@ use std::sync::Weak;
 use std::time::Instant;
 
 use crate::watchdog::Shared;
-use crate::LostSignal;
+use crate::{LostReason, LostSignal};
 
 /// One watched hold.
 #[derive(Debug)]
@@ -15,24 +15,64 @@ pub(crate) struct Entry {
     pub(crate) state: EntryState,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// Where a watched hold stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EntryState {
     /// Registered before the acquisition completed: not renewed, not timed.
     Pending,
-    /// Held with the watchdog lease: renewed every interval until `renew_until`, if set.
-    Renewed {
-        valid_until: Instant,
-        renew_until: Option<Instant>,
-    },
-    /// Held with a fixed lease: never renewed, lost when it runs out.
-    Fixed { valid_until: Instant },
+    /// Held.
+    Held(Held),
+}
+
+/// A held lock's lease as the watchdog keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    /// The end of the longest validity a majority confirmed (an acquisition or a renewal).
+    /// Only ever moves later: no node's TTL is ever shortened (the scripts extend only), so
+    /// every validity once confirmed stays backed by its majority.
+    pub(crate) valid_until: Instant,
+    /// Renewed every interval (the watchdog lease) rather than left to run out (a fixed lease).
+    pub(crate) renew: bool,
+    /// The cap on renewal ([`WatchdogConfig::max_hold`](crate::WatchdogConfig::max_hold)).
+    pub(crate) renew_until: Option<Instant>,
+    /// Where the hold's final release stands.
+    pub(crate) release: Release,
+}
+
+/// Where a hold's final release stands. While one is sent or unconfirmed, a renewal answered
+/// "not held" by a majority is the release landing, not a loss: the hold is not declared lost
+/// for it (it still is when its validity runs out unconfirmed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// None asked for.
+    None,
+    /// Being sent: renewal pauses, so no renewal races it.
+    Sending,
+    /// Sent, but no majority answered: renewal goes on (it may not have landed) until it is
+    /// retried.
+    Unconfirmed,
+}
+
+impl Held {
+    /// Whether a round starting at `now` renews this hold.
+    pub(crate) fn renewed_at(&self, now: Instant) -> bool {
+        self.renew
+            && self.release != Release::Sending
+            && self.renew_until.is_none_or(|cap| now < cap)
+    }
+
+    /// Whether renewal stopped for good because of the cap, as of `at`.
+    pub(crate) fn capped_at(&self, at: Instant) -> bool {
+        self.renew_until.is_some_and(|cap| at >= cap)
+    }
 }
 
 /// A hold's place in the watchdog. Dropping it stops everything the watchdog does for the hold
-/// at once, synchronously: no renewal is sent for it afterwards.
+/// at once, synchronously: no renewal is sent for it afterwards. Firing its [`LostSignal`] does
+/// the same: a lost hold is never renewed.
 ///
-/// Register before the acquisition completes and drop the registration first thing when
-/// unlocking, so a renewal never outlives its hold.
+/// Register before the acquisition completes, and drop the registration once the release is
+/// confirmed (say it is in flight with [`Registration::releasing`]).
 #[derive(Debug)]
 #[must_use = "dropping the registration stops the watchdog for this hold"]
 pub struct Registration {
@@ -42,32 +82,124 @@ pub struct Registration {
 }
 
 impl Registration {
-    /// The acquisition succeeded with the watchdog lease: renew from now on. `valid_until` is the
-    /// acquisition's own validity end.
+    /// An acquisition with the watchdog lease succeeded, valid until `valid_until`: renew from
+    /// now on. The validity end only ever moves later.
     pub fn activate_renewed(&self, valid_until: Instant) {
-        if let Some(shared) = self.shared.upgrade() {
-            let renew_until = shared.config.max_hold.map(|cap| Instant::now() + cap);
-            shared.set_state(
-                self.id,
-                EntryState::Renewed {
-                    valid_until,
-                    renew_until,
+        self.update(|state, shared| match state {
+            EntryState::Pending => EntryState::Held(Held {
+                valid_until,
+                renew: true,
+                renew_until: shared.renew_cap(),
+                release: Release::None,
+            }),
+            EntryState::Held(held) => EntryState::Held(Held {
+                valid_until: held.valid_until.max(valid_until),
+                renew: true,
+                renew_until: if held.renew {
+                    held.renew_until
+                } else {
+                    shared.renew_cap()
                 },
-            );
-        }
+                ..held
+            }),
+        });
     }
 
-    /// The acquisition succeeded with a fixed lease: never renew, and fire
-    /// [`LostReason::LeaseExpired`](crate::LostReason::LeaseExpired) at `valid_until`.
+    /// An acquisition with a fixed lease succeeded, valid until `valid_until`. A pending hold
+    /// is not renewed and is lost ([`LostReason::LeaseExpired`]) when the validity ends; a held
+    /// one keeps its renewal, and its validity end moves to `valid_until` if that is later.
     pub fn activate_fixed(&self, valid_until: Instant) {
-        if let Some(shared) = self.shared.upgrade() {
-            shared.set_state(self.id, EntryState::Fixed { valid_until });
+        self.update(|state, _| match state {
+            EntryState::Pending => EntryState::Held(Held {
+                valid_until,
+                renew: false,
+                renew_until: None,
+                release: Release::None,
+            }),
+            EntryState::Held(held) => EntryState::Held(Held {
+                valid_until: held.valid_until.max(valid_until),
+                ..held
+            }),
+        });
+    }
+
+    /// Stops renewing: the hold keeps the validity it has (the longest confirmed so far) and is
+    /// lost ([`LostReason::LeaseExpired`]) when it ends.
+    pub fn stop_renewing(&self) {
+        self.update(|state, _| match state {
+            EntryState::Held(held) => EntryState::Held(Held {
+                renew: false,
+                renew_until: None,
+                ..held
+            }),
+            pending => pending,
+        });
+    }
+
+    /// The final release is being sent: no renewal until it is decided, but the hold is still
+    /// watched (its lost deadline stands), and "not held" answers are read as the release
+    /// landing rather than as a loss.
+    pub fn releasing(&self) {
+        self.set_release(Release::Sending);
+    }
+
+    /// The final release was sent but no majority answered: renew again (it may not have
+    /// landed), still reading "not held" as the release landing, until it is retried.
+    pub fn release_unconfirmed(&self) {
+        self.set_release(Release::Unconfirmed);
+    }
+
+    fn set_release(&self, release: Release) {
+        // The broken twin of the negative control renews on through the release (and after).
+        #[cfg(feature = "sabotage")]
+        if crate::sabotage::KEEP_RENEWING_RELEASED.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        self.update(|state, _| match state {
+            EntryState::Held(held) => EntryState::Held(Held { release, ..held }),
+            pending => pending,
+        });
+    }
+
+    /// Whether the watchdog renews the hold now (held, renewed, not paused, below the cap).
+    pub fn is_renewed(&self) -> bool {
+        let Some(shared) = self.shared.upgrade() else {
+            return false;
+        };
+        let now = Instant::now();
+        shared.entries.get(&self.id).is_some_and(
+            |entry| matches!(entry.state, EntryState::Held(held) if held.renewed_at(now)),
+        )
+    }
+
+    /// The end of the longest validity confirmed so far, once the hold is held.
+    pub fn valid_until(&self) -> Option<Instant> {
+        let shared = self.shared.upgrade()?;
+        let entry = shared.entries.get(&self.id)?;
+        match entry.state {
+            EntryState::Held(held) => Some(held.valid_until),
+            EntryState::Pending => None,
         }
     }
 
     /// The signal that fires when this hold is lost.
     pub fn lost_signal(&self) -> &LostSignal {
         &self.lost
+    }
+
+    /// Declares the hold lost for `reason` now: fires its signal (the first reason wins),
+    /// removes it from the watchdog, and counts and logs it as lost.
+    pub fn declare_lost(self, reason: LostReason) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.declare_lost(self.id, reason);
+        }
+        self.lost.fire(reason);
+    }
+
+    fn update(&self, change: impl FnOnce(EntryState, &Shared) -> EntryState) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.update_state(self.id, |state| change(state, &shared));
+        }
     }
 }
 
@@ -80,5 +212,7 @@ impl Drop for Registration {
         if let Some(shared) = self.shared.upgrade() {
             shared.entries.remove(&self.id);
         }
+        // Released (or lost already): no validity to run out any more.
+        self.lost.set_deadline(None);
     }
 }

@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::registry::EntryState;
+use crate::registry::{EntryState, Held, Release};
 use crate::scripts::RENEW;
 use crate::watchdog::Shared;
 use crate::LostReason;
@@ -38,7 +38,7 @@ pub(crate) async fn run(
         let wake_at = match shared.upgrade() {
             Some(shared) => {
                 // Computed and published under one lock, so a hold activated meanwhile is either
-                // seen by the scan or compared with the published wake-up (`Shared::set_state`).
+                // seen by the scan or compared with the published wake-up (`Shared::update_state`).
                 let mut scheduled = shared
                     .schedule
                     .lock()
@@ -99,33 +99,43 @@ impl Shared {
         self.config.lost_margin(self.node_timeout())
     }
 
-    /// When a hold in this state must be declared lost if nothing confirms it first.
-    pub(crate) fn lost_deadline(&self, state: EntryState) -> Option<Instant> {
-        match state {
-            EntryState::Pending => None,
-            EntryState::Renewed { valid_until, .. } => {
-                Some(before(valid_until, self.lost_margin()))
-            }
-            EntryState::Fixed { valid_until } => Some(Instant::from_std(valid_until)),
+    /// When a hold in this state is lost if nothing confirms it first, and why. A renewed hold
+    /// is declared lost a margin before its validity ends, so its holder hears of it while the
+    /// lock is still its own; a fixed one when its validity ends.
+    pub(crate) fn lost_deadline(
+        &self,
+        state: EntryState,
+    ) -> Option<(std::time::Instant, LostReason)> {
+        let EntryState::Held(held) = state else {
+            return None;
+        };
+        if !held.renew {
+            return Some((held.valid_until, LostReason::LeaseExpired));
         }
+        let deadline = held
+            .valid_until
+            .checked_sub(self.lost_margin())
+            .unwrap_or(held.valid_until);
+        let reason = if held.capped_at(deadline) {
+            LostReason::MaxHoldReached
+        } else {
+            LostReason::QuorumLost
+        };
+        Some((deadline, reason))
     }
 
     /// When a renewed hold's lease was last set (its acquisition, or its last confirmed
-    /// renewal). `None` for holds that are not renewed (any more).
+    /// renewal). `None` for holds that are not renewed now.
     pub(crate) fn set_at(&self, state: EntryState, now: std::time::Instant) -> Option<Instant> {
-        let EntryState::Renewed {
-            valid_until,
-            renew_until,
-        } = state
-        else {
+        let EntryState::Held(held) = state else {
             return None;
         };
-        if renew_until.is_some_and(|cap| now >= cap) {
+        if !held.renewed_at(now) {
             return None;
         }
         let timeout = self.config.timeout;
         Some(before(
-            valid_until,
+            held.valid_until,
             timeout - self.redlock.config().drift_for(timeout),
         ))
     }
@@ -159,6 +169,7 @@ impl Shared {
         self.entries
             .iter()
             .filter_map(|entry| self.lost_deadline(entry.state))
+            .map(|(deadline, _)| Instant::from_std(deadline))
             .min()
     }
 
@@ -179,32 +190,18 @@ impl Shared {
         }
     }
 
-    /// Fires the lost signal of every hold whose validity ran out unconfirmed.
+    /// Removes every hold that is lost: past its deadline (declared now), or whose signal was
+    /// fired elsewhere (a holder gave it up). A lost hold is never renewed.
     fn declare_overdue_lost(&self) {
-        let now = Instant::now();
-        let margin = self.lost_margin();
+        let now = std::time::Instant::now();
         let overdue: Vec<(u64, LostReason)> = self
             .entries
             .iter()
             .filter_map(|entry| {
-                let (deadline, reason) = match entry.state {
-                    EntryState::Pending => return None,
-                    EntryState::Renewed {
-                        valid_until,
-                        renew_until,
-                    } => {
-                        let capped = renew_until.is_some_and(|cap| now.into_std() >= cap);
-                        let reason = if capped {
-                            LostReason::MaxHoldReached
-                        } else {
-                            LostReason::QuorumLost
-                        };
-                        (before(valid_until, margin), reason)
-                    }
-                    EntryState::Fixed { valid_until } => {
-                        (Instant::from_std(valid_until), LostReason::LeaseExpired)
-                    }
-                };
+                if let Some(reason) = entry.lost.reason() {
+                    return Some((*entry.key(), reason));
+                }
+                let (deadline, reason) = self.lost_deadline(entry.state)?;
                 (now >= deadline).then_some((*entry.key(), reason))
             })
             .collect();
@@ -218,13 +215,13 @@ impl Shared {
     async fn renew_all(&self) -> (bool, usize) {
         // Before the snapshot: a hold released after this event may still be in this round.
         tracing::trace!(target: RENEWING_TARGET, "round");
-        let now = Instant::now().into_std();
+        let now = std::time::Instant::now();
         let due: Vec<Due> = self
             .entries
             .iter()
             .filter(|entry| {
-                matches!(entry.state, EntryState::Renewed { renew_until, .. }
-                    if renew_until.is_none_or(|cap| now < cap))
+                matches!(entry.state, EntryState::Held(held) if held.renewed_at(now))
+                    && !entry.lost.is_lost()
             })
             .map(|entry| Due {
                 id: *entry.key(),
@@ -272,17 +269,25 @@ impl Shared {
                 match valid_until {
                     Some(valid_until) if confirmed >= fan.quorum() => {
                         renewed += 1;
-                        if let Some(mut entry) = self.entries.get_mut(&hold.id) {
-                            if let EntryState::Renewed { renew_until, .. } = entry.state {
-                                entry.state = EntryState::Renewed {
-                                    valid_until,
-                                    renew_until,
-                                };
-                            }
-                        }
+                        // Every node that confirmed holds the lease at least this long (a
+                        // renewal never shortens one), so the validity only moves later.
+                        self.update_state(hold.id, |state| match state {
+                            EntryState::Held(held) => EntryState::Held(Held {
+                                valid_until: held.valid_until.max(valid_until),
+                                ..held
+                            }),
+                            pending => pending,
+                        });
                     }
                     _ if denied >= fan.quorum() => {
-                        self.declare_lost(hold.id, LostReason::NotOwner);
+                        // A release in flight deletes the lock: "not held" is then its doing,
+                        // not a loss.
+                        let releasing = self.entries.get(&hold.id).is_some_and(|entry| {
+                            matches!(entry.state, EntryState::Held(held) if held.release != Release::None)
+                        });
+                        if !releasing {
+                            self.declare_lost(hold.id, LostReason::NotOwner);
+                        }
                     }
                     _ => {
                         healthy = false;

@@ -22,7 +22,8 @@ use crate::{LostReason, LostSignal, Registration, WatchdogConfig, WatchdogStats}
 /// loses it at once; renewals that keep failing lose it just before its validity runs out, so
 /// the holder hears of it while the lock is still its own.
 ///
-/// The data it renews is the reentrant lock's: a hash per lock whose fields are owners.
+/// The data it renews is the reentrant lock's: a hash per lock whose fields are owners. A
+/// renewal only ever extends a lease: it never shortens a TTL that a longer lease set.
 ///
 /// Dropping the last handle stops the task; held locks then expire within one timeout.
 ///
@@ -185,15 +186,26 @@ impl Watchdog {
 }
 
 impl Shared {
-    pub(crate) fn set_state(&self, id: u64, state: EntryState) {
-        if let Some(mut entry) = self.entries.get_mut(&id) {
-            entry.state = state;
-        }
-        // Wake the task only if it must act before it planned to: this hold's lost deadline
-        // comes sooner (a short fixed lease), or the round moved earlier by more than 1 % of
-        // the interval (each hold makes the round a little longer, so it starts a little
-        // earlier; the lead is twice the expected round, which absorbs that much). Holds taken
-        // by the thousand wake it a handful of times, not once each.
+    /// Changes a hold's state, keeps its lost signal's deadline in step, and wakes the renewal
+    /// task if it must act sooner than it planned.
+    pub(crate) fn update_state(&self, id: u64, change: impl FnOnce(EntryState) -> EntryState) {
+        let state = match self.entries.get_mut(&id) {
+            Some(mut entry) => {
+                entry.state = change(entry.state);
+                entry.lost.set_deadline(self.lost_deadline(entry.state));
+                entry.state
+            }
+            None => return,
+        };
+        self.wake_if_sooner(state);
+    }
+
+    /// Wakes the task only if it must act before it planned to: this hold's lost deadline comes
+    /// sooner (a short fixed lease), or the round moved earlier by more than 1 % of the
+    /// interval (each hold makes the round a little longer, so it starts a little earlier; the
+    /// lead is twice the expected round, which absorbs that much). Holds taken by the thousand
+    /// wake it a handful of times, not once each.
+    fn wake_if_sooner(&self, state: EntryState) {
         let now = std::time::Instant::now();
         let schedule = self
             .schedule
@@ -219,19 +231,28 @@ impl Shared {
             .is_some_and(|round| round + slack < wake);
         let lost_sooner = self
             .lost_deadline(state)
-            .is_some_and(|deadline| deadline < wake);
+            .is_some_and(|(deadline, _)| tokio::time::Instant::from_std(deadline) < wake);
         if round_sooner || lost_sooner {
             self.reschedule.notify_one();
         }
     }
 
-    /// Removes the hold from the watchdog and fires its signal.
+    /// When renewal of a hold activated now stops, if the watchdog caps it. A cap too far away
+    /// to represent is no cap.
+    pub(crate) fn renew_cap(&self) -> Option<std::time::Instant> {
+        self.config
+            .max_hold
+            .and_then(|cap| std::time::Instant::now().checked_add(cap))
+    }
+
+    /// Removes the hold from the watchdog and fires its signal (the first reason wins); counts
+    /// and logs it.
     pub(crate) fn declare_lost(&self, id: u64, reason: LostReason) {
         if let Some((_, entry)) = self.entries.remove(&id) {
-            if entry.lost.fire(reason) {
-                self.counters.lost();
-                tracing::warn!(key = %entry.key, %reason, "lock lost");
-            }
+            entry.lost.fire(reason);
+            self.counters.lost();
+            let reason = entry.lost.reason().unwrap_or(reason);
+            tracing::warn!(key = %entry.key, %reason, "lock lost");
         }
     }
 }

@@ -33,6 +33,7 @@
 //! machine's monotonic clock. [`check_all`] runs the checkers over it; `docs/safety.md` says
 //! what they prove.
 
+mod captured_logs;
 mod check;
 mod child;
 mod cluster;
@@ -41,6 +42,7 @@ mod fault_run;
 mod fenced;
 pub mod history;
 mod holder;
+mod introspect;
 mod lock_fixtures;
 mod monitor;
 mod nemesis;
@@ -52,6 +54,7 @@ mod server;
 mod worker_process;
 mod worker_spec;
 
+pub use captured_logs::CapturedLogs;
 pub use check::{
     all_passed, beliefs, check_all, check_counter, check_fencing, check_overlap, check_quiescence,
     check_token_order, kill_to_reacquire, lost_after_resume, success_rate, Belief, BeliefEnd,
@@ -63,6 +66,10 @@ pub use fault_run::{actor, one_scenario_at_a_time, FaultRun, RunConfig};
 pub use fenced::{Access, FencedClient, FencedResource};
 pub use history::History;
 pub use holder::HolderProcess;
+pub use introspect::{
+    client_connections, command_calls, kill_pubsub_clients, parse_commandstats, pubsub_clients,
+    reset_command_stats, subscribers,
+};
 pub use lock_fixtures::{
     error_chain, eventually, eventually_async, hashes, pttls, seeded_rng, test_seed,
 };

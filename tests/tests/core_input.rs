@@ -1,10 +1,9 @@
 //! Bad input gets a typed error, never a panic and never a key; secrets never reach messages.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redlock_core::{Error, InvalidArgument, Redlock, RedlockConfig, RetryPolicy};
-use redlock_tests::{error_chain, RedisCluster, RedisServer};
+use redlock_tests::{error_chain, CapturedLogs, RedisCluster, RedisServer};
 
 fn redlock(urls: Vec<String>) -> Redlock {
     Redlock::new(RedlockConfig {
@@ -145,20 +144,6 @@ async fn a_collision_on_a_minority_of_nodes_is_outvoted_and_never_overwritten() 
     );
 }
 
-/// A tracing writer that keeps everything written to it.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("capture lock").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn passwords_work_but_never_reach_a_log_line_or_an_error() {
     const PASSWORD: &str = "correct-horse-battery";
@@ -173,16 +158,8 @@ async fn passwords_work_but_never_reach_a_log_line_or_an_error() {
         .exec(&mut server.connection())
         .expect("create an ACL user");
 
-    let logs = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer({
-            let logs = logs.clone();
-            move || logs.clone()
-        })
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = CapturedLogs::default();
+    let _guard = logs.capture();
 
     for url in [
         server.url_with_auth(None, PASSWORD),
@@ -221,7 +198,7 @@ async fn passwords_work_but_never_reach_a_log_line_or_an_error() {
         .expect_err("server is gone");
     assert!(!format!("{err:?}").contains(PASSWORD));
 
-    let written = String::from_utf8(logs.0.lock().expect("capture lock").clone()).expect("utf8");
+    let written = logs.text();
     assert!(
         written.contains("redlock.acquire"),
         "spans were logged: {written}"

@@ -94,7 +94,7 @@ async fn expiry_on(nodes: usize) {
         ..RedlockConfig::with_nodes(cluster.urls())
     })
     .expect("valid config");
-    assert_eq!(client.warm_up(Duration::from_secs(1)).await, nodes);
+    assert_eq!(client.readiness().await.reachable(), nodes);
     let lease = Duration::from_millis(600);
 
     let held = client.acquire("expiring", lease).await.expect("granted");

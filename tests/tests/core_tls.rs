@@ -52,6 +52,10 @@ async fn a_lock_over_tls_works_and_its_password_stays_secret() {
     let url = format!("rediss://:{PASSWORD}@127.0.0.1:{tls_port}/#insecure");
 
     let client = redlock(url);
+    // Connect up front, as `LockClient::build` does: a TLS handshake on a busy machine can take
+    // longer than the 50 ms per-node timeout of a 5 s lease, and it has a bound of its own.
+    let readiness = client.readiness().await;
+    assert!(readiness.is_ready(), "{readiness:?}");
     let lease = client
         .acquire("over-tls", Duration::from_secs(5))
         .await
@@ -68,6 +72,14 @@ async fn a_lock_over_tls_works_and_its_password_stays_secret() {
     client.release(&lease).await.expect("released over TLS");
 
     let wrong = redlock(format!("rediss://:not-it@127.0.0.1:{tls_port}/#insecure"));
+    let readiness = wrong.readiness().await;
+    assert!(!readiness.is_ready(), "a wrong password is reported");
+    let refused = readiness.failures().next().expect("one failure");
+    let shown = error_chain(refused);
+    assert!(
+        !shown.contains("not-it") && !shown.contains(PASSWORD),
+        "{shown}"
+    );
     let err = wrong
         .acquire("over-tls", Duration::from_secs(5))
         .await

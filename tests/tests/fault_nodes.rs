@@ -194,6 +194,12 @@ async fn restart_with_a_majority_vote(persistent: bool) -> redlock_tests::Outcom
     .expect("w0 takes the lock on masters 0-2");
     cut_off(&mut run, [1, 2]).await;
     run.spawn_worker(|_| {}).await;
+    // w1 is up (its client connected to a majority) and trying: w0 still has master 0's vote.
+    run.wait_for_event(lease * 4, |e| {
+        e.actor == "w1" && e.t > start && e.is(Op::Acquire, Phase::Invoke)
+    })
+    .await
+    .expect("w1 tries the lock");
     run.restart_node(0);
     tokio::time::sleep(lease * 2).await;
     run.finish().await

@@ -404,38 +404,56 @@ async fn tokens_increase_when_a_lease_simply_expires() {
     bob.shutdown().await;
 }
 
-/// `RLock::lock` documents `Error::LockLost` for "a nested acquisition of a hold that was
-/// lost", and a nested hold keeps its hold's token. Found at commit ac1cf47: once the watchdog
+/// A hold taken away from its owner (force-unlocked elsewhere) answers `LockLost` to a nested
+/// `lock()` until it is unwound, and keeps no token. Found at commit ac1cf47: once the watchdog
 /// had declared the hold lost, a nested `lock()` by the owner that still held it (it never
 /// unlocked) silently took a brand-new hold instead: `Ok(())`, hold count 1 rather than 2, a
 /// new fencing token (`attempt` cleared a lost hold and "started afresh" whatever its count).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_nested_lock_of_a_hold_lost_to_its_lease_says_lock_lost() {
+async fn a_nested_lock_of_a_hold_taken_away_says_lock_lost() {
     let cluster = RedisCluster::start(NODES);
     let client = LockClient::builder()
         .nodes(cluster.urls())
+        .watchdog_timeout(Duration::from_secs(3))
         .build()
         .await
         .expect("client");
-    let lock = client.get_lock("nested-after-expiry");
+    let admin = LockClient::connect(cluster.urls()).await.expect("admin");
+    let lock = client.get_lock("nested-after-loss");
 
-    lock.lock_with_lease(Duration::from_millis(300))
-        .await
-        .expect("lock_with_lease");
-    let token = lock.fencing_token().expect("a holder has a token");
+    lock.lock().await.expect("lock");
     let lost = lock.lost_signal().expect("a holder has a lost signal");
-    assert_eq!(lost.lost().await, LostReason::LeaseExpired);
+    assert!(admin
+        .get_lock("nested-after-loss")
+        .force_unlock()
+        .await
+        .expect("forced"));
+    // The watchdog hears "not owner" at its next renewal (a second).
+    let reason = tokio::time::timeout(Duration::from_secs(10), lost.lost())
+        .await
+        .expect("told");
+    assert_eq!(reason, LostReason::NotOwner);
 
     // The owner never unlocked: to it, this is a nested acquisition of a lost hold.
     let nested = lock.lock().await;
-    let count = lock.hold_count().await;
-    let token_now = lock.fencing_token();
-    client.shutdown().await;
     assert!(
-        matches!(nested, Err(Error::LockLost { .. })),
-        "a nested lock() of a lost hold answered {nested:?}: hold count now {count:?}, \
-         token {token_now:?} (the hold's token was {token})"
+        matches!(
+            nested,
+            Err(Error::LockLost {
+                reason: LostReason::NotOwner,
+                ..
+            })
+        ),
+        "a nested lock() of a lost hold answered {nested:?}"
     );
+    assert_eq!(lock.fencing_token(), None, "a lost hold has no token");
+    // One unlock unwinds it; then the owner locks afresh.
+    assert!(matches!(lock.unlock().await, Err(Error::LockLost { .. })));
+    lock.lock().await.expect("a new hold");
+    assert_eq!(lock.hold_count().await.expect("count"), 1);
+    lock.unlock().await.expect("unlock");
+    client.shutdown().await;
+    admin.shutdown().await;
 }
 
 /// The holder was granted by exactly three of five masters (two others still carried another

@@ -1,6 +1,8 @@
 -- Undo one acquisition attempt on one node, only if it landed: idempotent.
 -- KEYS[1]: the lock hash. ARGV[1]: the owner. ARGV[2]: the count the attempt would have set.
--- ARGV[3]: the lock's channel. ARGV[4]: the release message.
+-- ARGV[3]: the lock's channel, or '' to announce nothing. ARGV[4]: the release message.
+-- An attempt that landed on fewer nodes than a majority was never anyone's lock: its undo
+-- announces nothing, so waiters are not woken for a release that did not happen.
 -- Returns 1 when the attempt was undone here, 0 when there was nothing to undo.
 if redis.call('type', KEYS[1])['ok'] ~= 'hash' then
     return 0
@@ -11,7 +13,9 @@ if held == 0 or held ~= tonumber(ARGV[2]) then
 end
 if held == 1 then
     redis.call('del', KEYS[1])
-    redis.call('publish', ARGV[3], ARGV[4])
+    if ARGV[3] ~= '' then
+        redis.call('publish', ARGV[3], ARGV[4])
+    end
 else
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
 end

@@ -1,13 +1,17 @@
--- Renew many held locks on one node in one call; never recreates a lock that is gone.
+-- Renew many held locks on one node in one call; never recreates a lock that is gone, and never
+-- shortens a lease (a nested acquisition may have set a longer fixed one).
 -- KEYS[i]: a lock hash. ARGV[1]: the lease in milliseconds. ARGV[i + 1]: the owner field of KEYS[i].
--- Returns one integer per key: 1 when its lease was reset, 0 when that owner no longer holds it
--- (expired, released, force-unlocked, or the key is not a lock hash).
-local lease = ARGV[1]
+-- Returns one integer per key: 1 when the owner holds it and its lease now runs at least ARGV[1]
+-- more, 0 when that owner no longer holds it (expired, released, force-unlocked, or the key is
+-- not a lock hash).
+local lease = tonumber(ARGV[1])
 local renewed = {}
 for i, key in ipairs(KEYS) do
     local held = redis.pcall('hexists', key, ARGV[i + 1])
     if held == 1 then
-        redis.call('pexpire', key, lease)
+        if redis.call('pttl', key) < lease then
+            redis.call('pexpire', key, lease)
+        end
         renewed[i] = 1
     else
         renewed[i] = 0

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use redlock_tests::RedisCluster;
+use redlock_tests::{parse_commandstats, RedisCluster};
 
 use crate::locker::Kind;
 
@@ -39,21 +39,6 @@ pub(crate) fn calls(cluster: &RedisCluster, nodes: usize) -> Result<BTreeMap<Str
         }
     }
     Ok(calls)
-}
-
-/// `cmdstat_NAME:calls=N,...` lines.
-fn parse_commandstats(info: &str) -> Vec<(String, u64)> {
-    info.lines()
-        .filter_map(|line| {
-            let (name, fields) = line.trim().strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = fields
-                .split(',')
-                .find_map(|field| field.strip_prefix("calls="))?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .collect()
 }
 
 /// The command names an implementation's Lua scripts call: what Redis counts but no client

@@ -1,0 +1,665 @@
+//! The life of one owner's hold of one lock in this process: one state machine, every change of
+//! it a method here. Acquisition, unlock, guards, force-unlock and shutdown all go through it.
+//!
+//! ```text
+//!         acquire                      unlock (count - 1; the last one frees the lock)
+//!  Free ───────────▶ Held ◀──────┐  ──────────────────────────────────────────────▶ Free
+//!                     │ nested   │
+//!                     │ acquire ─┘   a release no majority answered: still Held, renewed,
+//!                     │              its request kept for the retry (or given up: below)
+//!                     │
+//!                     └── lost (signal fired: renewal refused or unconfirmed, fixed lease
+//!                         ran out, force-unlocked, given up) ──▶ Lost ──unlock × count──▶ Free
+//!                                                                 │
+//!                           LeaseExpired: the owner's next acquisition starts a new hold
+//! ```
+//!
+//! The rules it keeps:
+//! - a hold is `Held` with a live watchdog registration (renewed, or watched until its fixed
+//!   lease ends), or `Lost` with its signal fired and no registration, or `Free`; never counted
+//!   and unwatched;
+//! - its lease is the longest any live acquisition asked for: a nested acquisition never
+//!   shortens it, and renewal runs while some live acquisition asked for the watchdog;
+//! - every acquisition has a generation, so a guard of an earlier hold never releases a later
+//!   one.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redlock_watchdog::{LostReason, LostSignal, Registration};
+
+/// How the lease of one acquisition is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseMode {
+    /// The watchdog lease, renewed while the holder lives.
+    Watchdog,
+    /// A fixed lease, never renewed.
+    Fixed(Duration),
+}
+
+/// One owner's hold of one lock, as this process knows it.
+#[derive(Debug, Default)]
+pub(crate) enum Hold {
+    /// No hold.
+    #[default]
+    Free,
+    /// Held on a majority as far as this process can prove.
+    Held(Held),
+    /// Lost: its signal fired. Answers `LockLost` until its acquisitions are unwound.
+    Lost(Lost),
+}
+
+/// A live hold.
+#[derive(Debug)]
+pub(crate) struct Held {
+    generation: u64,
+    token: u64,
+    /// One entry per live acquisition, oldest first: how many there are is the hold count.
+    leases: Vec<LeaseMode>,
+    registration: Registration,
+    /// The request id of a release that did not reach a majority: its retry reuses it, so
+    /// nodes that applied it answer as before instead of "not owner".
+    pending_unlock: Option<String>,
+}
+
+/// A hold that was lost and is not unwound yet.
+#[derive(Debug)]
+pub(crate) struct Lost {
+    generation: u64,
+    count: u32,
+    signal: LostSignal,
+}
+
+impl Lost {
+    fn reason(&self) -> LostReason {
+        self.signal.reason().unwrap_or(LostReason::NotOwner)
+    }
+}
+
+/// What an acquisition by this owner must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AcquirePlan {
+    /// Take the lock afresh (count 1, a new fencing token).
+    New,
+    /// Count up a hold this owner has `expected` acquisitions of.
+    Nested { expected: u32 },
+}
+
+/// A granted acquisition: what its caller (and a guard) keeps.
+#[derive(Debug, Clone)]
+pub(crate) struct Grant {
+    pub(crate) generation: u64,
+    pub(crate) token: u64,
+    pub(crate) lost: LostSignal,
+}
+
+/// Why a release was refused before anything was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// This owner holds nothing here (or the caller's hold is over).
+    NotOwner,
+    /// The hold was lost; one acquisition of it is unwound by this call.
+    Lost(LostReason),
+}
+
+/// A release to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReleasePlan {
+    /// The request id (the pending one when this retries a release).
+    pub(crate) request: String,
+    /// The hold count before the release.
+    pub(crate) count: u32,
+}
+
+#[cfg(test)]
+impl ReleasePlan {
+    /// Whether this release frees the lock.
+    pub(crate) fn is_final(&self) -> bool {
+        self.count == 1
+    }
+}
+
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+impl Hold {
+    /// How many acquisitions of the hold are not released (or unwound) yet.
+    pub(crate) fn count(&self) -> u32 {
+        match self {
+            Hold::Free => 0,
+            Hold::Held(held) => held.count(),
+            Hold::Lost(lost) => lost.count,
+        }
+    }
+
+    /// The generation of the current hold, if there is one.
+    pub(crate) fn generation(&self) -> Option<u64> {
+        match self {
+            Hold::Free => None,
+            Hold::Held(held) => Some(held.generation),
+            Hold::Lost(lost) => Some(lost.generation),
+        }
+    }
+
+    /// The fencing token of a live hold.
+    pub(crate) fn token(&self) -> Option<u64> {
+        match self {
+            Hold::Held(held) => Some(held.token),
+            _ => None,
+        }
+    }
+
+    /// The lost signal of the current hold, live or lost.
+    pub(crate) fn lost_signal(&self) -> Option<LostSignal> {
+        match self {
+            Hold::Free => None,
+            Hold::Held(held) => Some(held.registration.lost_signal().clone()),
+            Hold::Lost(lost) => Some(lost.signal.clone()),
+        }
+    }
+
+    /// The request id of a release that did not reach a majority, if one is pending.
+    pub(crate) fn pending_unlock(&self) -> Option<&str> {
+        match self {
+            Hold::Held(held) => held.pending_unlock.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the hold is a live one whose signal fired (by the watchdog, a deadline, or
+    /// another handle): it becomes `Lost`, and its registration goes. A hold whose final
+    /// release was left unconfirmed is simply over: its owner had let go.
+    pub(crate) fn refresh(&mut self) {
+        let Hold::Held(held) = self else {
+            return;
+        };
+        if held.registration.lost_signal().reason().is_none() {
+            return;
+        }
+        let Hold::Held(held) = std::mem::take(self) else {
+            unreachable!("checked above");
+        };
+        if held.pending_unlock.is_none() || held.count() > 1 {
+            *self = held.into_lost();
+        }
+    }
+
+    /// What an acquisition by this owner does now; `Err` with the reason when the hold was
+    /// lost and is still being unwound. A fixed lease that ran out ended the hold: the next
+    /// acquisition is a new one.
+    pub(crate) fn plan_acquire(&mut self) -> Result<AcquirePlan, LostReason> {
+        self.refresh();
+        match self {
+            Hold::Free => Ok(AcquirePlan::New),
+            Hold::Lost(lost) if lost.reason() == LostReason::LeaseExpired => {
+                *self = Hold::Free;
+                Ok(AcquirePlan::New)
+            }
+            Hold::Lost(lost) => Err(lost.reason()),
+            Hold::Held(held) => Ok(AcquirePlan::Nested {
+                expected: held.count(),
+            }),
+        }
+    }
+
+    /// A new hold was granted by a majority, valid until `valid_until`.
+    pub(crate) fn acquired_new(
+        &mut self,
+        registration: Registration,
+        token: u64,
+        mode: LeaseMode,
+        valid_until: Instant,
+    ) -> Grant {
+        match mode {
+            LeaseMode::Watchdog => registration.activate_renewed(valid_until),
+            LeaseMode::Fixed(_) => registration.activate_fixed(valid_until),
+        }
+        let held = Held {
+            generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
+            token,
+            leases: vec![mode],
+            registration,
+            pending_unlock: None,
+        };
+        let grant = held.grant();
+        *self = Hold::Held(held);
+        grant
+    }
+
+    /// A nested acquisition was granted by a majority, valid until `valid_until`. The hold's
+    /// lease only grows: a fixed one keeps any renewal, a watchdog one turns renewal on.
+    ///
+    /// # Panics
+    ///
+    /// If the hold is not live (callers plan first).
+    pub(crate) fn acquired_nested(&mut self, mode: LeaseMode, valid_until: Instant) -> Grant {
+        let Hold::Held(held) = self else {
+            panic!("a nested acquisition needs a live hold");
+        };
+        match mode {
+            LeaseMode::Watchdog => held.registration.activate_renewed(valid_until),
+            LeaseMode::Fixed(_) => held.registration.activate_fixed(valid_until),
+        }
+        held.leases.push(mode);
+        held.grant()
+    }
+
+    /// A nested acquisition found the hold gone from a majority: the hold is lost. Returns
+    /// why: its fixed lease ran out (its deadline passed: the caller may start a new hold), or
+    /// it is no longer this owner's.
+    pub(crate) fn nested_refused(&mut self) -> LostReason {
+        self.refresh();
+        if let Hold::Held(held) = std::mem::take(self) {
+            *self = held.declare_lost(LostReason::NotOwner);
+        }
+        match self {
+            Hold::Lost(lost) => lost.reason(),
+            _ => LostReason::NotOwner,
+        }
+    }
+
+    /// Plans one release by this owner (`generation`: the guard's hold, `None` for whatever the
+    /// owner holds). A lost hold is unwound here, one acquisition per call. A final release
+    /// pauses renewal until it is decided.
+    pub(crate) fn plan_release(
+        &mut self,
+        generation: Option<u64>,
+        new_request: impl FnOnce() -> String,
+    ) -> Result<ReleasePlan, Refusal> {
+        self.refresh();
+        if generation.is_some() && generation != self.generation() {
+            // The guard's hold is over (released through the lock, or lost and replaced).
+            return Err(Refusal::NotOwner);
+        }
+        match self {
+            Hold::Free => Err(Refusal::NotOwner),
+            Hold::Lost(lost) => {
+                let reason = lost.reason();
+                lost.count = lost.count.saturating_sub(1);
+                if lost.count == 0 {
+                    *self = Hold::Free;
+                }
+                Err(Refusal::Lost(reason))
+            }
+            Hold::Held(held) => {
+                let request = held.pending_unlock.get_or_insert_with(new_request).clone();
+                let count = held.count();
+                if count == 1 {
+                    held.registration.releasing();
+                }
+                Ok(ReleasePlan { request, count })
+            }
+        }
+    }
+
+    /// A majority applied the release: one acquisition fewer (`mode`: the one a guard took,
+    /// else the latest). Returns how many are left. Renewal stops once no live acquisition
+    /// asked for it; the hold then keeps the longest validity confirmed so far.
+    pub(crate) fn released(&mut self, mode: Option<LeaseMode>) -> u32 {
+        let Hold::Held(held) = self else {
+            return 0;
+        };
+        held.pending_unlock = None;
+        let position = mode
+            .and_then(|mode| held.leases.iter().rposition(|m| *m == mode))
+            .unwrap_or(held.leases.len().saturating_sub(1));
+        if position < held.leases.len() {
+            held.leases.remove(position);
+        }
+        if held.leases.is_empty() {
+            *self = Hold::Free;
+            return 0;
+        }
+        if !held.leases.contains(&LeaseMode::Watchdog) {
+            held.registration.stop_renewing();
+        }
+        held.count()
+    }
+
+    /// A majority no longer knows this hold: it was lost before the release. One acquisition
+    /// is unwound; returns why it was lost.
+    pub(crate) fn release_refused(&mut self) -> LostReason {
+        if let Hold::Held(held) = std::mem::take(self) {
+            *self = held.declare_lost(LostReason::NotOwner);
+        }
+        self.unwind_one()
+    }
+
+    /// Too few nodes answered a release whose caller will retry it: the hold stays counted
+    /// and renewed (the release may not have landed), and keeps the request id for the retry.
+    /// A final release that did land shows up as "not held" to renewal, which is then read as
+    /// the release, not as a loss.
+    pub(crate) fn release_unanswered(&mut self) {
+        if let Hold::Held(held) = self {
+            if held.count() == 1 {
+                held.registration.release_unconfirmed();
+            }
+        }
+    }
+
+    /// Gives the hold up: no handle can release it any more (a guard whose release no majority
+    /// answered, an unlock that could not complete, a guard dropped where nothing can be sent).
+    /// Renewal stops and the signal fires at once, so nested acquisitions still in use answer
+    /// `LockLost`; the caller's own acquisition is unwound. Returns whether the hold was live
+    /// (the lock should then be deleted where this owner holds it).
+    pub(crate) fn give_up(&mut self, reason: LostReason) -> bool {
+        let live = matches!(self, Hold::Held(_));
+        if let Hold::Held(held) = std::mem::take(self) {
+            *self = held.declare_lost(reason);
+        }
+        self.unwind_one();
+        live
+    }
+
+    /// Another client force-unlocked the lock (or this one did): lost at once.
+    pub(crate) fn force_unlocked(&mut self) {
+        if let Hold::Held(held) = std::mem::take(self) {
+            *self = held.declare_lost(LostReason::NotOwner);
+        }
+    }
+
+    /// The client shuts down: the hold is released whatever its depth.
+    pub(crate) fn shut_down(&mut self) {
+        if let Hold::Held(held) = std::mem::take(self) {
+            held.declare_lost(LostReason::Shutdown);
+        }
+        *self = Hold::Free;
+    }
+
+    /// Applies the release of a guard of `generation` that was dropped while another
+    /// operation had the hold (outside a runtime, it could send nothing): it gives the hold up.
+    pub(crate) fn absorb_abandoned(&mut self, generation: u64) {
+        self.refresh();
+        if self.generation() == Some(generation) {
+            self.give_up(LostReason::Abandoned);
+        }
+    }
+
+    fn unwind_one(&mut self) -> LostReason {
+        match self {
+            Hold::Lost(lost) => {
+                lost.count = lost.count.saturating_sub(1);
+                let reason = lost.reason();
+                if lost.count == 0 {
+                    *self = Hold::Free;
+                }
+                reason
+            }
+            _ => LostReason::NotOwner,
+        }
+    }
+}
+
+impl Held {
+    fn count(&self) -> u32 {
+        u32::try_from(self.leases.len()).unwrap_or(u32::MAX)
+    }
+
+    fn grant(&self) -> Grant {
+        Grant {
+            generation: self.generation,
+            token: self.token,
+            lost: self.registration.lost_signal().clone(),
+        }
+    }
+
+    /// The signal already fired: the hold is lost, its registration goes.
+    fn into_lost(self) -> Hold {
+        let signal = self.registration.lost_signal().clone();
+        Hold::Lost(Lost {
+            generation: self.generation,
+            count: self.count(),
+            signal,
+        })
+    }
+
+    /// Fires the signal (the first reason wins) and stops the watchdog for the hold.
+    fn declare_lost(self, reason: LostReason) -> Hold {
+        let lost = Lost {
+            generation: self.generation,
+            count: self.count(),
+            signal: self.registration.lost_signal().clone(),
+        };
+        self.registration.declare_lost(reason);
+        Hold::Lost(lost)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redlock_core::{Redlock, RedlockConfig};
+    use redlock_watchdog::{Watchdog, WatchdogConfig};
+
+    /// A watchdog on a node nobody listens on: nothing here sends anything, and what the
+    /// renewal task tries fails quietly.
+    fn watchdog() -> Watchdog {
+        let redlock =
+            Redlock::new(RedlockConfig::with_nodes(["redis://127.0.0.1:1"])).expect("config");
+        Watchdog::start(redlock, WatchdogConfig::default()).expect("watchdog")
+    }
+
+    fn later(secs: u64) -> Instant {
+        Instant::now() + Duration::from_secs(secs)
+    }
+
+    fn held(watchdog: &Watchdog, mode: LeaseMode, secs: u64) -> (Hold, Grant) {
+        let mut hold = Hold::Free;
+        assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
+        let grant = hold.acquired_new(watchdog.register("k", "o"), 7, mode, later(secs));
+        (hold, grant)
+    }
+
+    fn renewing(grant: &Grant) -> bool {
+        // The deadline reason tells the watchdog's plan: renewed holds end unconfirmed
+        // (QuorumLost), fixed ones when their lease runs out.
+        grant
+            .lost
+            .deadline()
+            .is_some_and(|(_, reason)| reason != LostReason::LeaseExpired)
+    }
+
+    #[tokio::test]
+    async fn nested_acquisitions_count_up_and_releases_count_down_to_free() {
+        let watchdog = watchdog();
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
+        assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::Nested { expected: 1 }));
+        let nested = hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        assert_eq!(nested.generation, grant.generation);
+        assert_eq!(nested.token, 7);
+        assert_eq!(hold.count(), 2);
+        assert_eq!(watchdog.registered(), 1);
+
+        let plan = hold.plan_release(None, || "r1".into()).expect("held");
+        assert!(!plan.is_final());
+        assert_eq!(hold.released(None), 1);
+        let plan = hold
+            .plan_release(Some(grant.generation), || "r2".into())
+            .expect("held");
+        assert!(plan.is_final());
+        assert_eq!(hold.released(None), 0);
+        assert!(matches!(hold, Hold::Free));
+        assert_eq!(watchdog.registered(), 0, "released: no longer watched");
+        assert!(!grant.lost.is_lost(), "a release is not a loss");
+        assert_eq!(
+            hold.plan_release(None, || "r3".into()),
+            Err(Refusal::NotOwner)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_nested_watchdog_acquisition_renews_a_fixed_hold_until_it_is_released() {
+        let watchdog = watchdog();
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Fixed(Duration::from_secs(20)), 20);
+        assert!(!renewing(&grant));
+        let end = grant.lost.deadline().expect("fixed").0;
+
+        hold.acquired_nested(LeaseMode::Watchdog, later(3));
+        assert!(renewing(&grant), "the nested lock() turns renewal on");
+
+        hold.plan_release(None, || "r".into()).expect("held");
+        assert_eq!(hold.released(None), 1);
+        assert!(!renewing(&grant), "released: the hold is fixed again");
+        assert_eq!(
+            grant.lost.deadline().expect("fixed").0,
+            end,
+            "with its longest validity, here the fixed lease's"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_nested_fixed_acquisition_never_shortens_a_renewed_hold() {
+        let watchdog = watchdog();
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
+        let before = grant.lost.deadline().expect("renewed").0;
+        hold.acquired_nested(LeaseMode::Fixed(Duration::from_secs(1)), later(1));
+        assert!(renewing(&grant), "still renewed");
+        assert_eq!(grant.lost.deadline().expect("renewed").0, before);
+        hold.plan_release(None, || "r".into()).expect("held");
+        hold.released(None);
+        assert!(renewing(&grant), "the outer acquisition asked for renewal");
+    }
+
+    #[tokio::test]
+    async fn a_guard_releases_its_own_acquisition_whatever_the_order() {
+        let watchdog = watchdog();
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Fixed(Duration::from_secs(20)), 20);
+        hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        // The outer (fixed) guard is released first: the nested lock() still renews.
+        hold.plan_release(Some(grant.generation), || "r".into())
+            .expect("held");
+        hold.released(Some(LeaseMode::Fixed(Duration::from_secs(20))));
+        assert!(renewing(&grant));
+    }
+
+    #[tokio::test]
+    async fn a_final_release_pauses_renewal_and_an_unanswered_one_resumes_it() {
+        let watchdog = watchdog();
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
+        let plan = hold.plan_release(None, || "first".into()).expect("held");
+        assert!(plan.is_final());
+        assert_eq!(
+            watchdog.registered(),
+            1,
+            "still watched while the release is in flight"
+        );
+        hold.release_unanswered();
+        assert_eq!(hold.count(), 1, "stays counted");
+        assert_eq!(hold.pending_unlock(), Some("first"));
+        assert!(!grant.lost.is_lost());
+        let retry = hold.plan_release(None, || "second".into()).expect("held");
+        assert_eq!(retry.request, "first", "the retry reuses the request id");
+
+        // Its owner let go: once its signal fires (here, its lease ran out unconfirmed), the
+        // hold is over rather than lost-until-unwound.
+        hold.release_unanswered();
+        grant.lost.fire(LostReason::QuorumLost);
+        assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
+    }
+
+    #[tokio::test]
+    async fn a_lost_hold_answers_lock_lost_until_unwound() {
+        let watchdog = watchdog();
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
+        hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        hold.force_unlocked();
+        assert_eq!(watchdog.registered(), 0, "a lost hold is not renewed");
+        assert_eq!(grant.lost.reason(), Some(LostReason::NotOwner));
+        assert_eq!(hold.plan_acquire(), Err(LostReason::NotOwner));
+        for _ in 0..2 {
+            assert_eq!(
+                hold.plan_release(None, || "r".into()),
+                Err(Refusal::Lost(LostReason::NotOwner))
+            );
+        }
+        assert!(matches!(hold, Hold::Free));
+        assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
+    }
+
+    #[tokio::test]
+    async fn a_fixed_lease_that_ran_out_ends_the_hold() {
+        let watchdog = watchdog();
+        let mut hold = Hold::Free;
+        let grant = hold.acquired_new(
+            watchdog.register("k", "o"),
+            7,
+            LeaseMode::Fixed(Duration::from_millis(1)),
+            Instant::now(),
+        );
+        assert_eq!(grant.lost.reason(), Some(LostReason::LeaseExpired));
+        let mut unlocked = Hold::Free;
+        std::mem::swap(&mut unlocked, &mut hold);
+        // Its unlock answers LockLost...
+        assert_eq!(
+            unlocked.plan_release(None, || "r".into()),
+            Err(Refusal::Lost(LostReason::LeaseExpired))
+        );
+        // ...and without one, the next acquisition is a new hold all the same.
+        let mut again = Hold::Free;
+        again.acquired_new(
+            watchdog.register("k", "o"),
+            8,
+            LeaseMode::Fixed(Duration::from_millis(1)),
+            Instant::now(),
+        );
+        assert_eq!(again.plan_acquire(), Ok(AcquirePlan::New));
+    }
+
+    #[tokio::test]
+    async fn giving_up_fires_the_signal_for_nested_holds_still_in_use() {
+        let watchdog = watchdog();
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
+        hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        assert!(hold.give_up(LostReason::QuorumLost), "it was live");
+        assert_eq!(grant.lost.reason(), Some(LostReason::QuorumLost));
+        assert_eq!(watchdog.registered(), 0);
+        assert_eq!(hold.count(), 1, "the outer acquisition is left to unwind");
+        assert_eq!(hold.plan_acquire(), Err(LostReason::QuorumLost));
+    }
+
+    #[tokio::test]
+    async fn a_guard_of_an_earlier_hold_never_releases_a_later_one() {
+        let watchdog = watchdog();
+        let (mut hold, first) = held(&watchdog, LeaseMode::Watchdog, 30);
+        hold.plan_release(None, || "r".into()).expect("held");
+        hold.released(None);
+        let (mut hold, second) = {
+            let mut hold = hold;
+            let grant = hold.acquired_new(
+                watchdog.register("k", "o"),
+                8,
+                LeaseMode::Watchdog,
+                later(30),
+            );
+            (hold, grant)
+        };
+        assert_ne!(first.generation, second.generation);
+        assert_eq!(
+            hold.plan_release(Some(first.generation), || "r".into()),
+            Err(Refusal::NotOwner)
+        );
+        assert_eq!(hold.count(), 1, "the later hold is untouched");
+        hold.absorb_abandoned(first.generation);
+        assert_eq!(hold.count(), 1, "nor given up for the earlier guard");
+        hold.absorb_abandoned(second.generation);
+        assert_eq!(second.lost.reason(), Some(LostReason::Abandoned));
+    }
+
+    #[tokio::test]
+    async fn a_signal_fired_elsewhere_is_seen_by_the_next_operation() {
+        let watchdog = watchdog();
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
+        grant.lost.fire(LostReason::QuorumLost);
+        assert_eq!(hold.plan_acquire(), Err(LostReason::QuorumLost));
+        assert_eq!(watchdog.registered(), 0);
+    }
+
+    #[tokio::test]
+    async fn shutdown_frees_the_hold_whatever_its_depth() {
+        let watchdog = watchdog();
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
+        hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        hold.shut_down();
+        assert!(matches!(hold, Hold::Free));
+        assert_eq!(grant.lost.reason(), Some(LostReason::Shutdown));
+    }
+}

@@ -1,0 +1,120 @@
+//! What a server says about its clients and the commands it ran: for tests that check the
+//! library's effect on the server itself (subscriptions, pub/sub connections, script calls),
+//! not only what the library reports about itself.
+
+use std::collections::BTreeMap;
+
+use crate::RedisServer;
+
+/// Resets the server's command counters (`CONFIG RESETSTAT`).
+///
+/// # Panics
+///
+/// If the server does not answer.
+pub fn reset_command_stats(server: &RedisServer) {
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .exec(&mut server.connection())
+        .unwrap_or_else(|e| panic!("CONFIG RESETSTAT on port {}: {e}", server.port()));
+}
+
+/// Calls per command since the last reset (`INFO commandstats`), lower-case names; commands
+/// run inside scripts are counted under their own names.
+///
+/// # Panics
+///
+/// If the server does not answer.
+pub fn command_calls(server: &RedisServer) -> BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connection())
+        .unwrap_or_else(|e| panic!("INFO commandstats on port {}: {e}", server.port()));
+    parse_commandstats(&info).into_iter().collect()
+}
+
+/// `cmdstat_NAME:calls=N,...` lines of `INFO commandstats`.
+pub fn parse_commandstats(info: &str) -> Vec<(String, u64)> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, fields) = line.trim().strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = fields
+                .split(',')
+                .find_map(|field| field.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// How many connections the server has in pub/sub mode, subscribed to something
+/// (`CLIENT LIST TYPE pubsub`).
+///
+/// # Panics
+///
+/// If the server does not answer.
+pub fn pubsub_clients(server: &RedisServer) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut server.connection())
+        .unwrap_or_else(|e| panic!("CLIENT LIST on port {}: {e}", server.port()));
+    list.lines().filter(|line| !line.trim().is_empty()).count()
+}
+
+/// How many client connections the server has (`CLIENT LIST`), the one asking included.
+///
+/// # Panics
+///
+/// If the server does not answer.
+pub fn client_connections(server: &RedisServer) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut server.connection())
+        .unwrap_or_else(|e| panic!("CLIENT LIST on port {}: {e}", server.port()));
+    list.lines().filter(|line| !line.trim().is_empty()).count()
+}
+
+/// How many connections are subscribed to `channel` (`PUBSUB NUMSUB`).
+///
+/// # Panics
+///
+/// If the server does not answer.
+pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
+    let (_, count): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(&mut server.connection())
+        .unwrap_or_else(|e| panic!("PUBSUB NUMSUB on port {}: {e}", server.port()));
+    count
+}
+
+/// Closes every pub/sub connection of the server (`CLIENT KILL TYPE pubsub`); returns how
+/// many it closed.
+///
+/// # Panics
+///
+/// If the server does not answer.
+pub fn kill_pubsub_clients(server: &RedisServer) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut server.connection())
+        .unwrap_or_else(|e| panic!("CLIENT KILL on port {}: {e}", server.port()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commandstats_lines_are_read() {
+        let info = "# Commandstats\r\ncmdstat_evalsha:calls=12,usec=30,usec_per_call=2.5\r\ncmdstat_publish:calls=3,usec=1\r\nnoise\r\n";
+        assert_eq!(
+            parse_commandstats(info),
+            vec![("evalsha".to_owned(), 12), ("publish".to_owned(), 3)]
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! A hold is released, given up (its lost signal fired), or still held and renewed: never
+//! counted and unwatched, never renewed once its last handle is gone, and a fixed lease that
+//! ran out ends it.
+//!
+//! Before the fixes: a final `unlock()` that missed the majority (or was dropped) had already
+//! dropped the hold's watchdog registration, so the hold stayed counted but unwatched, and the
+//! owner's next `lock()` was taken as nested (old token, no renewal) and expired under it; a
+//! guard's `unlock()` dropped while waiting for the hold sent nothing and its `Drop` did
+//! nothing, so the hold was renewed until the process exited; a guard dropped outside a
+//! runtime left its registration renewed forever; after a fixed lease ran out, the owner's
+//! `lock()` answered `LockLost` until it called `unlock()`.
+
+use std::time::Duration;
+
+use redlock_reentrant::{Error, LockClient, LostReason, RetryPolicy};
+use redlock_tests::{eventually_async, seeded_rng, RedisCluster};
+
+const WATCHDOG: Duration = Duration::from_millis(1500);
+const NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+async fn client(cluster: &RedisCluster) -> LockClient {
+    LockClient::builder()
+        .nodes(cluster.urls())
+        .watchdog_timeout(WATCHDOG)
+        .node_timeout(NODE_TIMEOUT)
+        .retry(RetryPolicy::none())
+        .build()
+        .await
+        .expect("client")
+}
+
+/// Lock hashes named `key` on the running nodes (unlock latches are not locks).
+fn lock_keys(cluster: &RedisCluster, key: &str) -> usize {
+    (0..cluster.len())
+        .filter(|&node| cluster.node(node).is_running())
+        .map(|node| cluster.keys_on(node, key).len())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_no_majority_answered_leaves_the_hold_counted_and_renewed() {
+    const KEY: &str = "redlock:unanswered";
+    let cluster = RedisCluster::start(5);
+    let holder = client(&cluster).await;
+    let rival = client(&cluster).await;
+    let lock = holder.get_lock("unanswered");
+    lock.lock().await.expect("lock");
+    lock.lock().await.expect("nested");
+    let token = lock.fencing_token();
+    let signal = lock.lost_signal().expect("held");
+
+    for node in 0..3 {
+        cluster.stop(node);
+    }
+    let first = lock.unlock().await;
+    assert!(matches!(first, Err(Error::NoQuorum { .. })), "{first:?}");
+    assert_eq!(holder.watchdog().registered(), 1, "still watched");
+    for node in 0..3 {
+        cluster.resume(node);
+    }
+    // Renewed all along: two watchdog leases later it is still this holder's.
+    tokio::time::sleep(WATCHDOG * 2).await;
+    assert!(!signal.is_lost(), "lost: {:?}", signal.reason());
+    assert!(!rival
+        .get_lock("unanswered")
+        .try_lock(Duration::ZERO, None)
+        .await
+        .expect("try_lock"));
+    assert_eq!(lock_keys(&cluster, KEY), 5, "held on every node");
+
+    // The retry reuses the request: the nodes that applied it answer as before.
+    lock.unlock().await.expect("the retried nested unlock");
+    assert_eq!(
+        lock.fencing_token(),
+        token,
+        "one acquisition left, same hold"
+    );
+    assert_eq!(lock.hold_count().await.expect("count"), 1);
+
+    // A final release no majority answered: the owner's next lock() finishes it first, then
+    // takes a new hold (count 1, a new token), which is renewed.
+    for node in 0..3 {
+        cluster.stop(node);
+    }
+    let last = lock.unlock().await;
+    assert!(matches!(last, Err(Error::NoQuorum { .. })), "{last:?}");
+    assert_eq!(holder.watchdog().registered(), 1, "still watched");
+    for node in 0..3 {
+        cluster.resume(node);
+    }
+    lock.lock().await.expect("a new hold");
+    assert_eq!(lock.hold_count().await.expect("count"), 1);
+    assert!(lock.fencing_token() > token, "a new hold, not a nested one");
+    assert_eq!(holder.watchdog().registered(), 1);
+    tokio::time::sleep(WATCHDOG * 2).await;
+    assert!(!lock.lost_signal().expect("held").is_lost());
+    lock.unlock().await.expect("unlock");
+    assert_eq!(holder.watchdog().registered(), 0);
+    assert_eq!(lock_keys(&cluster, KEY), 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_unlock_dropped_at_any_point_still_releases() {
+    let mut rng = seeded_rng();
+    let cluster = RedisCluster::start(5);
+    let holder = client(&cluster).await;
+    // A stopped node makes every release last one per-node timeout: a wide window to drop in.
+    cluster.stop(4);
+    let mut dropped = 0;
+    for round in 0..20 {
+        let name = format!("dropped-unlock:{round}");
+        let lock = holder.get_lock(&name);
+        lock.lock().await.expect("lock");
+        let depth = rng.u32(1..=2);
+        if depth == 2 {
+            lock.lock().await.expect("nested");
+        }
+        let offset = Duration::from_micros(rng.u64(0..=NODE_TIMEOUT.as_micros() as u64 * 2));
+        let mut released = 0;
+        for _ in 0..depth {
+            match tokio::time::timeout(offset, lock.unlock()).await {
+                Ok(outcome) => outcome.expect("unlock"),
+                Err(_) => dropped += 1,
+            }
+            released += 1;
+        }
+        assert_eq!(released, depth);
+        // Each dropped release completes in a spawned task; the next operation on the hold
+        // waits for it, so this is the released count.
+        assert!(
+            eventually_async(Duration::from_secs(5), || lock_keys(
+                &cluster,
+                &format!("redlock:{name}")
+            ) == 0)
+            .await,
+            "round {round}: the lock is still there"
+        );
+    }
+    assert!(dropped > 0, "no unlock was dropped");
+    assert!(
+        eventually_async(Duration::from_secs(5), || holder.watchdog().registered()
+            == 0)
+        .await,
+        "renewed after its release: {} registrations",
+        holder.watchdog().registered()
+    );
+    cluster.resume(4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_unlock_dropped_while_waiting_for_its_hold_still_releases() {
+    const KEY: &str = "redlock:guard-wait";
+    let cluster = RedisCluster::start(5);
+    let holder = client(&cluster).await;
+    let owner = holder.new_owner();
+    let lock = holder.get_lock("guard-wait").with_owner(&owner);
+    let guard = lock.acquire().await.expect("guard");
+
+    // A nested lock() of the same owner takes a per-node timeout (node 4 is stopped) and has
+    // the hold meanwhile; the guard's unlock waits for it and is dropped while waiting.
+    cluster.stop(4);
+    let nested = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.lock().await }
+    });
+    // The nested attempt is in flight once the registration count is settled; give it the
+    // hold first: it asked first.
+    tokio::task::yield_now().await;
+    let unlocked = tokio::time::timeout(Duration::from_millis(10), guard.unlock()).await;
+    assert!(
+        unlocked.is_err(),
+        "still waiting when dropped: {unlocked:?}"
+    );
+    nested.await.expect("task").expect("nested lock()");
+    cluster.resume(4);
+
+    // The dropped unlock released the guard's acquisition: one unlock frees the lock.
+    lock.unlock()
+        .await
+        .expect("the nested acquisition's unlock");
+    assert!(
+        eventually_async(Duration::from_secs(5), || holder.watchdog().registered()
+            == 0)
+        .await,
+        "the hold is still renewed: {} registrations",
+        holder.watchdog().registered()
+    );
+    assert_eq!(lock_keys(&cluster, KEY), 0);
+    assert!(matches!(lock.unlock().await, Err(Error::NotOwner { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_outside_a_runtime_is_never_renewed_again() {
+    const KEY: &str = "redlock:no-runtime";
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let lock = holder.get_lock("no-runtime");
+    let guard = lock.acquire().await.expect("guard");
+    let signal = lock.lost_signal().expect("held");
+
+    std::thread::spawn(move || drop(guard))
+        .join()
+        .expect("a thread with no runtime");
+    assert_eq!(holder.watchdog().registered(), 0, "renewal stops at once");
+    assert_eq!(signal.reason(), Some(LostReason::Abandoned));
+    // Nothing renews it: the lock expires within its lease.
+    assert!(
+        eventually_async(WATCHDOG * 3, || lock_keys(&cluster, KEY) == 0).await,
+        "still held after {:?}",
+        WATCHDOG * 3
+    );
+    // The owner's next acquisition is a new hold.
+    lock.lock().await.expect("a new hold");
+    assert_eq!(lock.hold_count().await.expect("count"), 1);
+    lock.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_lease_that_ran_out_ends_the_hold() {
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let lock = holder.get_lock("let-it-expire");
+    let lease = Duration::from_millis(500);
+
+    // Redisson's idiom: lock with a lease and let it expire.
+    lock.lock_with_lease(lease).await.expect("lock_with_lease");
+    let first = lock.fencing_token().expect("held");
+    let signal = lock.lost_signal().expect("held");
+    assert_eq!(signal.lost().await, LostReason::LeaseExpired);
+    lock.lock_with_lease(lease)
+        .await
+        .expect("the next acquisition is a new hold");
+    assert!(lock.fencing_token().expect("held") > first, "a new token");
+    assert_eq!(lock.hold_count().await.expect("count"), 1);
+    lock.unlock().await.expect("the new hold unlocks");
+
+    // Without waiting for the signal: right after the lease ends, by the clock alone.
+    lock.lock_with_lease(lease).await.expect("lock_with_lease");
+    tokio::time::sleep(lease).await;
+    assert!(
+        lock.try_lock(Duration::ZERO, Some(lease))
+            .await
+            .expect("try_lock"),
+        "a new hold"
+    );
+    assert_eq!(lock.hold_count().await.expect("count"), 1);
+
+    // An unlock of an expired hold says so, and it is over.
+    tokio::time::sleep(lease).await;
+    let unlocked = lock.unlock().await;
+    assert!(
+        matches!(
+            unlocked,
+            Err(Error::LockLost {
+                reason: LostReason::LeaseExpired,
+                ..
+            })
+        ),
+        "{unlocked:?}"
+    );
+    assert!(matches!(lock.unlock().await, Err(Error::NotOwner { .. })));
+    assert_eq!(holder.watchdog().registered(), 0);
+}

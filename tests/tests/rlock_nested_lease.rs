@@ -1,0 +1,162 @@
+//! A nested acquisition never shortens its hold's lease, on any node, and the Redis TTL and the
+//! holder's lost deadline always agree: nobody else gets in while the holder believes.
+//!
+//! Before the fix, a nested `lock()` on a `lock_with_lease(20 s)` hold reset the TTL to the
+//! watchdog lease (3 s here) with nothing renewing it, and the lost signal stayed set for the
+//! 20 s end: the key expired at 3 s and another client took the lock while the first still
+//! believed. A nested `try_lock(.., Some(short))` set the short lease, and its undo (when its
+//! replies came late) restored the count but not the TTL.
+
+use std::time::{Duration, Instant};
+
+use redlock_reentrant::{LockClient, LostReason, RLock};
+use redlock_tests::{pttls, seeded_rng, RedisCluster};
+
+/// A short watchdog lease so the nested acquisition's old effect (a TTL cut to it) shows fast.
+const WATCHDOG: Duration = Duration::from_millis(1500);
+const NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+async fn client(cluster: &RedisCluster) -> LockClient {
+    LockClient::builder()
+        .nodes(cluster.urls())
+        .watchdog_timeout(WATCHDOG)
+        .node_timeout(NODE_TIMEOUT)
+        .build()
+        .await
+        .expect("client")
+}
+
+/// The TTL, in milliseconds, that a majority of the running nodes still gives `key`.
+fn majority_pttl(cluster: &RedisCluster, key: &str) -> i64 {
+    let mut pttls = pttls(cluster, key);
+    pttls.sort_unstable_by(|a, b| b.cmp(a));
+    pttls[cluster.len() / 2]
+}
+
+/// The holder's lost deadline never lies beyond what a majority of nodes still grants.
+fn assert_deadline_within_ttl(lock: &RLock, cluster: &RedisCluster, key: &str) {
+    let (deadline, _) = lock
+        .lost_signal()
+        .expect("held")
+        .deadline()
+        .expect("a held lock has a deadline");
+    let believed = deadline.saturating_duration_since(Instant::now());
+    let granted = Duration::from_millis(u64::try_from(majority_pttl(cluster, key)).unwrap_or(0));
+    assert!(
+        believed <= granted,
+        "the holder believes {believed:?} more, a majority grants {granted:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_lock_on_a_fixed_lease_never_shortens_it_and_renews_while_held() {
+    const KEY: &str = "redlock:nested-fixed";
+    let fixed = Duration::from_secs(4);
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let rival = client(&cluster).await;
+    let lock = holder.get_lock("nested-fixed");
+
+    lock.lock_with_lease(fixed).await.expect("fixed lease");
+    let before = majority_pttl(&cluster, KEY);
+    lock.lock().await.expect("nested lock()");
+    let after = majority_pttl(&cluster, KEY);
+    assert!(
+        after > WATCHDOG.as_millis() as i64 && after + 200 >= before,
+        "PTTL {before} ms before the nested lock(), {after} ms after: shortened"
+    );
+    assert_deadline_within_ttl(&lock, &cluster, KEY);
+    let signal = lock.lost_signal().expect("held");
+
+    // Past the watchdog lease (where the shortened key used to expire) the lock is still
+    // this holder's, and it is being renewed: its lease is past the fixed one's end by then.
+    let taken = Instant::now();
+    tokio::time::sleep(WATCHDOG * 2).await;
+    assert!(!signal.is_lost(), "lost: {:?}", signal.reason());
+    assert!(
+        !rival
+            .get_lock("nested-fixed")
+            .try_lock(Duration::ZERO, None)
+            .await
+            .expect("try_lock"),
+        "another client got in while the holder believed"
+    );
+    assert_deadline_within_ttl(&lock, &cluster, KEY);
+
+    // Unlocking the nested acquisition stops renewal; the hold keeps the lease it has and
+    // ends with it: the holder is told (LeaseExpired) before the rival gets in.
+    lock.unlock().await.expect("nested unlock");
+    assert_deadline_within_ttl(&lock, &cluster, KEY);
+    let rival_lock = rival.get_lock("nested-fixed");
+    let got = rival_lock
+        .try_lock(fixed * 3, None)
+        .await
+        .expect("try_lock");
+    let rival_in = Instant::now();
+    assert!(got, "the hold ends once its lease runs out");
+    assert_eq!(signal.reason(), Some(LostReason::LeaseExpired));
+    let (told_at, _) = signal.deadline().expect("deadline");
+    assert!(
+        told_at <= rival_in,
+        "the rival got in {:?} before the holder's deadline",
+        told_at.saturating_duration_since(rival_in)
+    );
+    eprintln!(
+        "nested lock() on a {fixed:?} fixed lease: hold ended {:?} after the nested lock()",
+        rival_in - taken
+    );
+    rival_lock.unlock().await.expect("unlock");
+    assert!(matches!(
+        lock.unlock().await,
+        Err(redlock_reentrant::Error::LockLost {
+            reason: LostReason::LeaseExpired,
+            ..
+        })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_fixed_lease_never_shortens_a_renewed_hold_even_when_undone() {
+    const KEY: &str = "redlock:nested-short";
+    let mut rng = seeded_rng();
+    let cluster = RedisCluster::start(5);
+    let holder = client(&cluster).await;
+    let lock = holder.get_lock("nested-short");
+    lock.lock().await.expect("renewed hold");
+    let floor = WATCHDOG.as_millis() as i64 / 2;
+
+    // Granted: the short lease does not cut the hold's TTL.
+    let short = Duration::from_millis(300);
+    assert!(lock
+        .try_lock(Duration::ZERO, Some(short))
+        .await
+        .expect("nested"));
+    assert!(majority_pttl(&cluster, KEY) > floor);
+    assert_deadline_within_ttl(&lock, &cluster, KEY);
+    lock.unlock().await.expect("nested unlock");
+
+    // Dropped half-way (a stopped node makes every attempt last a per-node timeout): undone,
+    // and still no node's TTL was cut to the short lease.
+    cluster.stop(4);
+    let mut dropped = 0;
+    for _ in 0..20 {
+        let offset = Duration::from_micros(rng.u64(0..=NODE_TIMEOUT.as_micros() as u64));
+        match tokio::time::timeout(offset, lock.try_lock(Duration::ZERO, Some(short))).await {
+            Ok(granted) => {
+                assert!(granted.expect("nested"));
+                lock.unlock().await.expect("nested unlock");
+            }
+            Err(_) => dropped += 1,
+        }
+        for (node, pttl) in pttls(&cluster, KEY).into_iter().enumerate() {
+            assert!(pttl > floor, "node {node}: PTTL cut to {pttl} ms");
+        }
+    }
+    assert!(dropped > 0, "no attempt was dropped");
+    cluster.resume(4);
+    assert_eq!(lock.hold_count().await.expect("count"), 1);
+    tokio::time::sleep(short * 2).await;
+    assert!(!lock.lost_signal().expect("held").is_lost());
+    assert!(majority_pttl(&cluster, KEY) > floor, "still held");
+    lock.unlock().await.expect("unlock");
+}

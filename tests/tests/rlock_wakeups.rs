@@ -1,0 +1,307 @@
+//! Waiters and the server: a refused attempt waits for a real release instead of spinning on
+//! its own undo, and the pub/sub connections behind the wake-ups neither leak nor go deaf.
+//! Every check reads the server (`INFO commandstats`, `CLIENT LIST TYPE pubsub`,
+//! `PUBSUB NUMSUB`), not only what the client says about itself.
+//!
+//! Before the fixes: a waiter facing a holder on 2 of 3 nodes was granted the third, undid it,
+//! and the undo's release message woke it again at once (about 8,500 acquire scripts, undos and
+//! PUBLISHes on the third node during one 2 s `try_lock`); a pub/sub connection killed during a
+//! wait was never resubscribed (waiters slept until the holder's lease ran out); pub/sub
+//! connections outlived `shutdown()` and the client; one client-wide mutex was held across
+//! every node's subscribe timeout.
+
+use std::time::{Duration, Instant};
+
+use redlock_reentrant::{LockClient, RetryPolicy};
+use redlock_tests::{
+    client_connections, command_calls, eventually_async, kill_pubsub_clients, pubsub_clients,
+    reset_command_stats, subscribers, RedisCluster,
+};
+
+const NODE_TIMEOUT: Duration = Duration::from_millis(200);
+
+async fn client(cluster: &RedisCluster) -> LockClient {
+    LockClient::builder()
+        .nodes(cluster.urls())
+        .node_timeout(NODE_TIMEOUT)
+        .build()
+        .await
+        .expect("client")
+}
+
+/// Subscribers of `channel` on each running node.
+fn numsub(cluster: &RedisCluster, channel: &str) -> Vec<i64> {
+    cluster
+        .nodes()
+        .iter()
+        .filter(|node| node.is_running())
+        .map(|node| subscribers(node, channel))
+        .collect()
+}
+
+/// Pub/sub connections on each running node.
+fn pubsub_connections(cluster: &RedisCluster) -> Vec<usize> {
+    cluster
+        .nodes()
+        .iter()
+        .filter(|node| node.is_running())
+        .map(pubsub_clients)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_facing_a_holder_on_two_of_three_nodes_does_not_spin() {
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let waiting = client(&cluster).await;
+
+    // The holder wins on nodes 0 and 1 only: node 2 is down while it acquires, and comes back
+    // empty.
+    cluster.kill(2);
+    let held = holder.get_lock("partial");
+    held.lock().await.expect("granted by 2 of 3");
+    cluster.restart(2);
+    let third = cluster.node(2);
+    reset_command_stats(third);
+
+    let wait = Duration::from_secs(2);
+    let started = Instant::now();
+    let got = waiting
+        .get_lock("partial")
+        .try_lock(wait, None)
+        .await
+        .expect("try_lock");
+    assert!(!got, "the holder still holds a majority");
+    assert!(started.elapsed() >= wait);
+
+    let calls = command_calls(third);
+    let scripts =
+        calls.get("evalsha").copied().unwrap_or(0) + calls.get("eval").copied().unwrap_or(0);
+    let published = calls.get("publish").copied().unwrap_or(0);
+    eprintln!("third node during one {wait:?} try_lock: {scripts} scripts, {published} PUBLISH");
+    // An attempt before and after subscribing (each with its undo), and the holder's renewals
+    // (none in 2 s of a 30 s lease): a handful, not thousands.
+    assert!(
+        scripts <= 12,
+        "{scripts} scripts on the free node: {calls:?}"
+    );
+    assert_eq!(published, 0, "an undo announced a release: {calls:?}");
+    held.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_pubsub_connection_is_resubscribed_and_the_handover_stays_prompt() {
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let waiting = client(&cluster).await;
+    let channel = "redlock:killed:released";
+    let held = holder.get_lock("killed");
+    // The waiter's fallback would be min(PTTL, time left) = 30 s: only a release message, on a
+    // subscription that survived the kill, wakes it sooner.
+    held.lock_with_lease(Duration::from_secs(60))
+        .await
+        .expect("held");
+    let waiter = tokio::spawn({
+        let lock = waiting.get_lock("killed");
+        async move {
+            let got = lock.try_lock(Duration::from_secs(30), None).await;
+            let woke = Instant::now();
+            lock.unlock().await.expect("unlock");
+            (got, woke)
+        }
+    });
+    assert!(
+        eventually_async(Duration::from_secs(5), || numsub(&cluster, channel)
+            == vec![1, 1, 1])
+        .await,
+        "subscribed: {:?}",
+        numsub(&cluster, channel)
+    );
+    for node in cluster.nodes() {
+        assert!(kill_pubsub_clients(node) >= 1);
+    }
+    assert!(
+        eventually_async(Duration::from_secs(10), || numsub(&cluster, channel)
+            == vec![1, 1, 1])
+        .await,
+        "resubscribed after the kill: {:?}",
+        numsub(&cluster, channel)
+    );
+    let released = Instant::now();
+    held.unlock().await.expect("unlock");
+    let (got, woke) = waiter.await.expect("task");
+    assert!(got.expect("try_lock"));
+    let handover = woke - released;
+    eprintln!("hand-over after the pub/sub connections were killed: {handover:?}");
+    assert!(
+        handover < Duration::from_secs(5),
+        "woken by the message, not the 30 s fallback: {handover:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pubsub_connections_end_with_shutdown_and_with_the_last_client() {
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let channel = "redlock:closing:released";
+    let held = holder.get_lock("closing");
+    held.lock_with_lease(Duration::from_secs(60))
+        .await
+        .expect("held");
+    let connections = |cluster: &RedisCluster| -> Vec<usize> {
+        cluster.nodes().iter().map(client_connections).collect()
+    };
+    let before = connections(&cluster);
+
+    // Shutdown while a waiter waits: the waiter is told at once, and the pub/sub connections
+    // close (their subscriptions with them).
+    let waiting = client(&cluster).await;
+    let waiter = tokio::spawn({
+        let lock = waiting.get_lock("closing");
+        async move { lock.try_lock(Duration::from_secs(30), None).await }
+    });
+    assert!(
+        eventually_async(Duration::from_secs(5), || numsub(&cluster, channel)
+            == vec![1, 1, 1])
+        .await
+    );
+    assert_eq!(pubsub_connections(&cluster), vec![1, 1, 1]);
+    waiting.shutdown().await;
+    assert!(
+        eventually_async(Duration::from_secs(5), || pubsub_connections(&cluster)
+            == vec![0, 0, 0])
+        .await,
+        "pub/sub connections left after shutdown: {:?}",
+        pubsub_connections(&cluster)
+    );
+    let outcome = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter hears of the shutdown")
+        .expect("task");
+    assert!(
+        matches!(outcome, Err(redlock_reentrant::Error::ShutDown)),
+        "{outcome:?}"
+    );
+    drop(waiting);
+
+    // The last client dropped without shutdown: none of its connections stays open.
+    let waiting = client(&cluster).await;
+    let waiter = tokio::spawn({
+        let lock = waiting.get_lock("closing");
+        async move { lock.try_lock(Duration::from_secs(30), None).await }
+    });
+    assert!(
+        eventually_async(Duration::from_secs(5), || numsub(&cluster, channel)
+            == vec![1, 1, 1])
+        .await
+    );
+    waiter.abort();
+    let _ = waiter.await;
+    drop(waiting);
+    assert!(
+        eventually_async(Duration::from_secs(5), || connections(&cluster) == before).await,
+        "connections {:?}, {before:?} before the client",
+        connections(&cluster)
+    );
+    held.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_follow_the_waiters_through_a_stopped_node_and_cancellation() {
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let waiting = client(&cluster).await;
+    let channel = "redlock:stopped-sub:released";
+    let held = holder.get_lock("stopped-sub");
+    held.lock_with_lease(Duration::from_secs(60))
+        .await
+        .expect("held");
+
+    // Subscribing while node 2 is stopped: its subscribe times out and that connection is
+    // dropped, not left subscribed; once it answers again, the waiter is subscribed there
+    // exactly once.
+    cluster.stop(2);
+    let waiter = tokio::spawn({
+        let lock = waiting.get_lock("stopped-sub");
+        async move { lock.try_lock(Duration::from_secs(30), None).await }
+    });
+    assert!(
+        eventually_async(Duration::from_secs(5), || numsub(&cluster, channel)
+            == vec![1, 1])
+        .await
+    );
+    tokio::time::sleep(NODE_TIMEOUT * 3).await;
+    cluster.resume(2);
+    assert!(
+        eventually_async(Duration::from_secs(10), || numsub(&cluster, channel)
+            == vec![1, 1, 1]
+            && pubsub_connections(&cluster) == vec![1, 1, 1])
+        .await,
+        "subscribers {:?}, pub/sub connections {:?}",
+        numsub(&cluster, channel),
+        pubsub_connections(&cluster)
+    );
+
+    // A waiter dropped mid-wait unsubscribes on the server.
+    waiter.abort();
+    let _ = waiter.await;
+    assert!(
+        eventually_async(Duration::from_secs(5), || numsub(&cluster, channel)
+            == vec![0, 0, 0])
+        .await,
+        "still subscribed: {:?}",
+        numsub(&cluster, channel)
+    );
+    assert_eq!(waiting.watched_channels(), 0);
+    held.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_node_does_not_serialise_subscriptions() {
+    const WAITERS: usize = 20;
+    let cluster = RedisCluster::start(5);
+    let holder = client(&cluster).await;
+    let waiting = LockClient::builder()
+        .nodes(cluster.urls())
+        .node_timeout(NODE_TIMEOUT)
+        .retry(RetryPolicy::none())
+        .build()
+        .await
+        .expect("client");
+    for i in 0..WAITERS {
+        holder
+            .get_lock(format!("serial:{i}"))
+            .lock_with_lease(Duration::from_secs(60))
+            .await
+            .expect("held");
+    }
+    cluster.stop(4);
+    let started = Instant::now();
+    let waiters: Vec<_> = (0..WAITERS)
+        .map(|i| {
+            let lock = waiting.get_lock(format!("serial:{i}"));
+            tokio::spawn(async move { lock.try_lock(Duration::from_secs(30), None).await })
+        })
+        .collect();
+    let all_subscribed = || {
+        (0..WAITERS).all(|i| {
+            numsub(&cluster, &format!("redlock:serial:{i}:released"))
+                .iter()
+                .all(|n| *n == 1)
+        })
+    };
+    assert!(eventually_async(Duration::from_secs(30), all_subscribed).await);
+    let took = started.elapsed();
+    eprintln!("{WAITERS} waiters subscribed with a node stopped in {took:?}");
+    // One client-wide mutex held across each subscribe's timeout on the stopped node made this
+    // at least WAITERS per-node timeouts (4 s); each waiter now waits for its own.
+    assert!(
+        took < NODE_TIMEOUT * (WAITERS as u32) / 2,
+        "{took:?}: subscriptions waited for each other"
+    );
+    for waiter in waiters {
+        waiter.abort();
+    }
+    cluster.resume(4);
+    holder.shutdown().await;
+}
