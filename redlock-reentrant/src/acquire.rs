@@ -150,6 +150,22 @@ pub(crate) async fn attempt(
                 drop(guard.disarm());
                 return Err(Error::ShutDown);
             }
+            Ok(_)
+                if plan != AcquirePlan::New
+                    && guard
+                        .hold()
+                        .lost_signal()
+                        .is_some_and(|lost| lost.is_lost()) =>
+            {
+                // The hold was lost while this nested attempt was in flight (its fixed lease
+                // ran out, say): no acquisition is granted on a lost hold. Undo it, and say so.
+                guard.undo_now(|node| landed[node], false).await;
+                let mut hold = guard.disarm();
+                return match hold.nested_refused() {
+                    LostReason::LeaseExpired => Ok(Outcome::Expired),
+                    reason => Err(Error::lock_lost(&target.name, reason)),
+                };
+            }
             Ok(token) if in_time(started.elapsed()) => {
                 #[cfg(feature = "sabotage")]
                 let started = if crate::sabotage::skip_validity() {

@@ -190,10 +190,8 @@ impl Hold {
         self.refresh();
         match self {
             Hold::Free => Ok(AcquirePlan::New),
-            Hold::Lost(lost) if lost.reason() == LostReason::LeaseExpired => {
-                *self = Hold::Free;
-                Ok(AcquirePlan::New)
-            }
+            // Until a new hold is granted, the expired one still answers its unlocks.
+            Hold::Lost(lost) if lost.reason() == LostReason::LeaseExpired => Ok(AcquirePlan::New),
             Hold::Lost(lost) => Err(lost.reason()),
             Hold::Held(held) => Ok(AcquirePlan::Nested {
                 expected: held.count(),
@@ -248,9 +246,7 @@ impl Hold {
     /// it is no longer this owner's.
     pub(crate) fn nested_refused(&mut self) -> LostReason {
         self.refresh();
-        if let Hold::Held(held) = std::mem::take(self) {
-            *self = held.declare_lost(LostReason::NotOwner);
-        }
+        self.lose(LostReason::NotOwner);
         match self {
             Hold::Lost(lost) => lost.reason(),
             _ => LostReason::NotOwner,
@@ -318,9 +314,7 @@ impl Hold {
     /// A majority no longer knows this hold: it was lost before the release. One acquisition
     /// is unwound; returns why it was lost.
     pub(crate) fn release_refused(&mut self) -> LostReason {
-        if let Hold::Held(held) = std::mem::take(self) {
-            *self = held.declare_lost(LostReason::NotOwner);
-        }
+        self.lose(LostReason::NotOwner);
         self.unwind_one()
     }
 
@@ -343,26 +337,31 @@ impl Hold {
     /// (the lock should then be deleted where this owner holds it).
     pub(crate) fn give_up(&mut self, reason: LostReason) -> bool {
         let live = matches!(self, Hold::Held(_));
-        if let Hold::Held(held) = std::mem::take(self) {
-            *self = held.declare_lost(reason);
-        }
+        self.lose(reason);
         self.unwind_one();
         live
     }
 
     /// Another client force-unlocked the lock (or this one did): lost at once.
     pub(crate) fn force_unlocked(&mut self) {
-        if let Hold::Held(held) = std::mem::take(self) {
-            *self = held.declare_lost(LostReason::NotOwner);
-        }
+        self.lose(LostReason::NotOwner);
     }
 
     /// The client shuts down: the hold is released whatever its depth.
     pub(crate) fn shut_down(&mut self) {
-        if let Hold::Held(held) = std::mem::take(self) {
-            held.declare_lost(LostReason::Shutdown);
-        }
+        self.lose(LostReason::Shutdown);
         *self = Hold::Free;
+    }
+
+    /// A live hold is lost for `reason` (its signal fires; the first reason wins). A hold that
+    /// is free or lost already stays as it is, its count to unwind included.
+    fn lose(&mut self, reason: LostReason) {
+        if matches!(self, Hold::Held(_)) {
+            let Hold::Held(held) = std::mem::take(self) else {
+                unreachable!("checked above");
+            };
+            *self = held.declare_lost(reason);
+        }
     }
 
     /// Applies the release of a guard of `generation` that was dropped while another
@@ -651,6 +650,26 @@ mod tests {
         grant.lost.fire(LostReason::QuorumLost);
         assert_eq!(hold.plan_acquire(), Err(LostReason::QuorumLost));
         assert_eq!(watchdog.registered(), 0);
+    }
+
+    #[tokio::test]
+    async fn losing_a_lost_hold_again_keeps_its_count_to_unwind() {
+        // Found by the model-based test: a second force_unlock (or a give-up, a refused
+        // release) of a hold already lost turned it free, so its unlock answered NotOwner.
+        let watchdog = watchdog();
+        let (mut hold, _) = held(&watchdog, LeaseMode::Watchdog, 30);
+        hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        hold.force_unlocked();
+        hold.force_unlocked();
+        assert_eq!(hold.count(), 2);
+        assert!(!hold.give_up(LostReason::QuorumLost), "not live");
+        assert_eq!(hold.count(), 1, "one acquisition unwound");
+        assert_eq!(hold.nested_refused(), LostReason::NotOwner);
+        assert_eq!(
+            hold.plan_release(None, || "r".into()),
+            Err(Refusal::Lost(LostReason::NotOwner))
+        );
+        assert!(matches!(hold, Hold::Free));
     }
 
     #[tokio::test]

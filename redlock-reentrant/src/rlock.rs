@@ -334,9 +334,10 @@ impl RLock {
     /// - [`Error::NotOwner`]: this owner holds no hold of this lock (nothing is changed).
     /// - [`Error::LockLost`]: this owner held it, but the hold was lost meanwhile (one
     ///   acquisition of it is unwound).
-    /// - [`Error::NoQuorum`]: too few nodes answered after the retries. The hold stays counted
-    ///   and renewed; call `unlock` again (it retries the same request), or the owner's next
-    ///   acquisition retries it first.
+    /// - [`Error::NoQuorum`]: too few nodes answered after the retries. The release may have
+    ///   landed on some nodes, so do not rely on the lock any more; the hold stays counted and
+    ///   renewed only so that calling `unlock` again (it retries the same request) or the
+    ///   owner's next acquisition (it retries it first) can finish it.
     ///
     /// # Examples
     ///

@@ -74,8 +74,12 @@ impl OwedRelease {
             self.owed = false;
             return Err(err);
         }
-        let hold = self.inner.holds.lock(&self.target.hold).await;
+        let mut hold = self.inner.holds.lock(&self.target.hold).await;
         self.owed = false;
+        if self.generation.is_some() && hold.pending_unlock().is_some() {
+            // A guard's release is not the retry of the owner's pending one: that comes first.
+            hold = finish_pending(&self.inner, &self.target, hold).await?;
+        }
         let plan = match plan(&self.target, hold, self.generation, &self.inner) {
             Ok(planned) => planned,
             Err(err) => return Err(err),

@@ -1,0 +1,606 @@
+//! The reference model: what the documented semantics say each owner holds, and whether each
+//! outcome the real library gave is one the documentation allows.
+//!
+//! The model follows the real outcomes where the documentation leaves a choice (a fault may
+//! turn an acquisition into `NoQuorum`; a loss may come from a pause of the machine), and says
+//! where it leaves none. It keeps, per owner and lock, the acquisitions the owner has not let
+//! go of, their leases, the hold's fencing token and its lost signal.
+
+use std::time::{Duration, Instant};
+
+use redlock_reentrant::{Error, LostReason, LostSignal};
+
+use crate::ops::{Lease, ACTORS, CLIENT_OF, LOCKS};
+
+/// What an acquisition call came back with.
+pub(crate) enum Took {
+    Granted {
+        token: Option<u64>,
+        signal: Option<LostSignal>,
+        /// When the call returned, in the caller's task.
+        at: Instant,
+    },
+    /// `false` / `None`: held by someone else for the whole wait.
+    Refused,
+    /// Dropped (a patience ran out, or a cancellation).
+    Dropped,
+    Failed(Error),
+}
+
+/// How a release call ended.
+pub(crate) enum Released {
+    Done(Result<(), Error>),
+    /// Dropped before it answered: it completes in the background.
+    Dropped,
+}
+
+/// One owner's hold of one lock, as the model sees it.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Hold {
+    /// Acquisitions the owner has not let go of.
+    pub(crate) count: u32,
+    leases: Vec<Lease>,
+    pub(crate) token: u64,
+    /// Which hold: a guard of an earlier one releases nothing of a later one.
+    pub(crate) generation: u64,
+    pub(crate) signal: Option<LostSignal>,
+    /// Whether a fault, a forced unlock or a release that may have been given up touched the
+    /// hold: a loss needs no other explanation.
+    disturbed: bool,
+    /// Force-unlocked while held: beliefs outside the promise until it ends.
+    exempt: bool,
+    /// A release no majority answered, kept for its retry.
+    pending_unlock: bool,
+    /// When the longest fixed lease asked for runs out, at the earliest.
+    fixed_end: Option<Instant>,
+    pub(crate) lost: Option<LostReason>,
+}
+
+impl Hold {
+    /// Believes it holds the lock: acquired, not let go, not told it is lost. An owner whose
+    /// final release no majority answered has let go: the release may have landed anywhere.
+    pub(crate) fn believes(&self) -> bool {
+        self.count > 0
+            && self.lost.is_none()
+            && !self.exempt
+            && !(self.pending_unlock && self.count == 1)
+    }
+
+    fn is_live(&self) -> bool {
+        self.count > 0 && self.lost.is_none()
+    }
+
+    /// A hold whose final release was left pending is over once lost: its owner had let go.
+    fn over_once_lost(&self) -> bool {
+        self.lost.is_some() && self.pending_unlock && self.count == 1
+    }
+}
+
+/// What a new acquisition by an owner must do, by the documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    New,
+    Nested,
+    /// Lost and not unwound: `LockLost`.
+    Lost(LostReason),
+}
+
+pub(crate) struct Model {
+    pub(crate) holds: [[Hold; LOCKS]; ACTORS],
+    last_token: [u64; LOCKS],
+    next_generation: u64,
+    /// Faults in force (paused or killed nodes).
+    faults: usize,
+    /// Until when outcomes may still feel a fault that ended (queued requests, renewals).
+    settling_until: Instant,
+    /// Until when a lock may still be held by a key nobody believes in (a lost hold, a
+    /// dropped attempt or release, a forced unlock that missed nodes).
+    lingering_until: [Instant; LOCKS],
+    watchdog: Duration,
+    pub(crate) notes: Vec<String>,
+}
+
+impl Model {
+    pub(crate) fn new(watchdog: Duration) -> Self {
+        let now = Instant::now();
+        Self {
+            holds: Default::default(),
+            last_token: [0; LOCKS],
+            next_generation: 1,
+            faults: 0,
+            settling_until: now,
+            lingering_until: [now; LOCKS],
+            watchdog,
+            notes: Vec::new(),
+        }
+    }
+
+    /// Whether faults are in force or their effects may still show.
+    pub(crate) fn disturbed(&self) -> bool {
+        self.faults > 0 || Instant::now() < self.settling_until
+    }
+
+    fn lingering(&self, lock: usize) -> bool {
+        Instant::now() < self.lingering_until[lock]
+    }
+
+    fn linger(&mut self, lock: usize, lease: Duration) {
+        let until = Instant::now() + lease + Duration::from_millis(100);
+        self.lingering_until[lock] = self.lingering_until[lock].max(until);
+    }
+
+    /// The longest lease a key of `lock` can have now.
+    fn longest_lease(&self, lock: usize) -> Duration {
+        let now = Instant::now();
+        (0..ACTORS)
+            .filter_map(|actor| self.holds[actor][lock].fixed_end)
+            .map(|end| end.saturating_duration_since(now))
+            .chain([self.watchdog, Duration::from_secs(3)])
+            .max()
+            .unwrap_or(self.watchdog)
+    }
+
+    pub(crate) fn fault_begins(&mut self) {
+        self.faults += 1;
+        for hold in self.holds.iter_mut().flatten() {
+            hold.disturbed |= hold.count > 0;
+        }
+    }
+
+    pub(crate) fn fault_ends(&mut self) {
+        self.faults = self.faults.saturating_sub(1);
+        let settle = Instant::now() + self.watchdog * 2;
+        self.settling_until = self.settling_until.max(settle);
+        for lock in 0..LOCKS {
+            let lease = self.longest_lease(lock);
+            self.linger(lock, lease);
+        }
+    }
+
+    /// Reads the hold's lost signal; a new loss must have a cause the documentation gives.
+    pub(crate) fn observe(&mut self, actor: usize, lock: usize) -> Result<(), String> {
+        let disturbed = self.disturbed();
+        let hold = &mut self.holds[actor][lock];
+        if hold.count == 0 || hold.lost.is_some() {
+            return Ok(());
+        }
+        let Some(reason) = hold.signal.as_ref().and_then(LostSignal::reason) else {
+            return Ok(());
+        };
+        hold.lost = Some(reason);
+        let explained = hold.disturbed || hold.exempt || disturbed;
+        let allowed = match reason {
+            // A machine too busy to renew in time: the holder is told, as promised.
+            LostReason::QuorumLost | LostReason::MaxHoldReached => true,
+            LostReason::NotOwner | LostReason::Abandoned => explained,
+            LostReason::LeaseExpired => {
+                let fixed_only = hold.leases.iter().all(|lease| *lease != Lease::Watchdog);
+                // The library's deadline counts from when its requests left, less the drift
+                // allowance (1 % + 2 ms): up to 40 ms before the end measured here.
+                let early = hold
+                    .fixed_end
+                    .is_some_and(|end| Instant::now() + Duration::from_millis(40) < end);
+                explained || (fixed_only && !early)
+            }
+            _ => explained,
+        };
+        let note = format!("a{actor} l{lock}: lost ({reason:?}), {} held", hold.count);
+        if hold.over_once_lost() {
+            *hold = Hold::default();
+        }
+        self.notes.push(note.clone());
+        let lease = self.longest_lease(lock);
+        self.linger(lock, lease);
+        if allowed {
+            Ok(())
+        } else {
+            Err(format!("{note} with nothing to explain it"))
+        }
+    }
+
+    pub(crate) fn observe_all(&mut self) -> Result<(), String> {
+        for actor in 0..ACTORS {
+            for lock in 0..LOCKS {
+                self.observe(actor, lock)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn plan(&self, actor: usize, lock: usize) -> Plan {
+        let hold = &self.holds[actor][lock];
+        match hold.lost {
+            _ if hold.count == 0 => Plan::New,
+            Some(LostReason::LeaseExpired) => Plan::New,
+            Some(reason) => Plan::Lost(reason),
+            None if hold.pending_unlock && hold.count == 1 => Plan::New,
+            None => Plan::Nested,
+        }
+    }
+
+    /// Another owner that still believed it held `lock` at `at`: its signal neither fired
+    /// nor past its deadline then.
+    fn believer_at(&self, actor: usize, lock: usize, at: Instant) -> Option<usize> {
+        (0..ACTORS).filter(|other| *other != actor).find(|other| {
+            let hold = &self.holds[*other][lock];
+            if !hold.believes() {
+                return false;
+            }
+            let Some(signal) = &hold.signal else {
+                return true;
+            };
+            let expired_by_then = signal
+                .deadline()
+                .is_some_and(|(deadline, _)| deadline <= at);
+            // A signal fired by the watchdog (not by its deadline) cannot be timed from here:
+            // it counts as told.
+            !expired_by_then && signal.reason().is_none()
+        })
+    }
+
+    /// Whether `lock` may be held by something the model does not count on.
+    fn may_be_held(&self, actor: usize, lock: usize) -> bool {
+        self.lingering(lock)
+            || self.disturbed()
+            || (0..ACTORS).any(|other| other != actor && self.holds[other][lock].count > 0)
+    }
+
+    /// An acquisition by `actor` of `lock`, begun at `started`, came back with `took`. Returns
+    /// the hold's generation when it was granted.
+    pub(crate) fn acquired(
+        &mut self,
+        actor: usize,
+        lock: usize,
+        lease: Lease,
+        started: Instant,
+        took: Took,
+    ) -> Result<Option<u64>, String> {
+        let plan = self.plan(actor, lock);
+        match took {
+            Took::Granted { token, signal, at } => {
+                if let Plan::Lost(reason) = plan {
+                    return Err(format!(
+                        "a{actor} l{lock}: a hold lost ({reason:?}) and not unwound was re-entered"
+                    ));
+                }
+                if let Some(other) = self.believer_at(actor, lock, at) {
+                    return Err(format!(
+                        "a{actor} l{lock}: acquired while a{other} believed it held the lock and was not told"
+                    ));
+                }
+                self.observe_all()?;
+                let token = token.ok_or_else(|| format!("a{actor} l{lock}: granted, no token"))?;
+                let mut plan = plan;
+                if plan == Plan::Nested && token != self.holds[actor][lock].token {
+                    // Its fixed lease ran out during the call: the library began a new hold.
+                    self.observe(actor, lock)?;
+                    if self.holds[actor][lock].lost == Some(LostReason::LeaseExpired) {
+                        plan = Plan::New;
+                    }
+                }
+                let disturbed = self.disturbed();
+                let hold = &mut self.holds[actor][lock];
+                if plan == Plan::New {
+                    if token <= self.last_token[lock] {
+                        return Err(format!(
+                            "a{actor} l{lock}: a new hold's token {token} is not above the last one, {}",
+                            self.last_token[lock]
+                        ));
+                    }
+                    self.last_token[lock] = token;
+                    *hold = Hold {
+                        generation: self.next_generation,
+                        token,
+                        signal,
+                        disturbed,
+                        ..Hold::default()
+                    };
+                    self.next_generation += 1;
+                } else {
+                    if token != hold.token {
+                        return Err(format!(
+                            "a{actor} l{lock}: a nested acquisition changed the token {} to {token}",
+                            hold.token
+                        ));
+                    }
+                    if hold.pending_unlock {
+                        // The pending release was finished first.
+                        hold.count -= 1;
+                        hold.leases.pop();
+                        hold.pending_unlock = false;
+                    }
+                    hold.disturbed |= disturbed;
+                }
+                hold.count += 1;
+                hold.leases.push(lease);
+                if let Lease::Fixed(ms) = lease {
+                    let end = started + Duration::from_millis(ms);
+                    hold.fixed_end = Some(hold.fixed_end.map_or(end, |e| e.max(end)));
+                }
+                Ok(Some(hold.generation))
+            }
+            Took::Refused => {
+                if let Plan::Lost(reason) = plan {
+                    return Err(format!(
+                        "a{actor} l{lock}: a hold lost ({reason:?}) answered as if another held it"
+                    ));
+                }
+                if plan != Plan::New {
+                    self.observe(actor, lock)?;
+                    if self.holds[actor][lock].lost.is_none() {
+                        return Err(format!(
+                            "a{actor} l{lock}: a nested acquisition was refused as if another held it"
+                        ));
+                    }
+                } else if !self.may_be_held(actor, lock) {
+                    return Err(format!("a{actor} l{lock}: refused a lock nobody holds"));
+                }
+                Ok(None)
+            }
+            Took::Dropped => {
+                // Undone in the background, on every node it reached.
+                self.linger(lock, Duration::from_millis(300));
+                Ok(None)
+            }
+            Took::Failed(Error::LockLost { reason, .. }) => {
+                self.observe(actor, lock)?;
+                let hold = &self.holds[actor][lock];
+                match plan {
+                    Plan::Lost(_) => Ok(None),
+                    Plan::New if hold.count > 0 => Err(format!(
+                        "a{actor} l{lock}: answered LockLost({reason:?}) where its expired fixed lease had ended the hold"
+                    )),
+                    _ if hold.lost.is_some() => Ok(None),
+                    _ => Err(format!(
+                        "a{actor} l{lock}: answered LockLost({reason:?}) while its signal had not fired"
+                    )),
+                }
+            }
+            Took::Failed(Error::NoQuorum { .. }) if self.disturbed() => Ok(None),
+            Took::Failed(err) => Err(format!("a{actor} l{lock}: acquisition failed: {err:?}")),
+        }
+    }
+
+    /// `RLock::unlock` by `actor` of `lock` (`guard`: the guard's generation and lease, for a
+    /// guard's release) came back with `outcome`.
+    pub(crate) fn released(
+        &mut self,
+        actor: usize,
+        lock: usize,
+        guard: Option<(u64, Lease)>,
+        outcome: Released,
+    ) -> Result<(), String> {
+        // Judged by the hold as it was when the call began (the steps observe before each
+        // call); a loss during the call is observed once the outcome is applied.
+        let outcome_applied = self.release_outcome(actor, lock, guard, outcome);
+        self.observe(actor, lock)?;
+        outcome_applied
+    }
+
+    fn release_outcome(
+        &mut self,
+        actor: usize,
+        lock: usize,
+        guard: Option<(u64, Lease)>,
+        outcome: Released,
+    ) -> Result<(), String> {
+        let disturbed = self.disturbed();
+        let hold = &mut self.holds[actor][lock];
+        let stale = guard.is_some_and(|(generation, _)| generation != hold.generation);
+        if hold.count == 0 || stale {
+            return match outcome {
+                Released::Done(Err(Error::NotOwner { .. } | Error::LockLost { .. }))
+                | Released::Dropped => Ok(()),
+                Released::Done(other) => Err(format!(
+                    "a{actor} l{lock}: a release of nothing answered {other:?}"
+                )),
+            };
+        }
+        if let Some(reason) = hold.lost {
+            let unwound = match outcome {
+                Released::Done(Err(Error::LockLost { .. })) | Released::Dropped => true,
+                Released::Done(other) => {
+                    return Err(format!(
+                        "a{actor} l{lock}: a release of a hold lost ({reason:?}) answered {other:?}"
+                    ))
+                }
+            };
+            if unwound {
+                hold.count -= 1;
+                if hold.count == 0 {
+                    *hold = Hold::default();
+                }
+            }
+            return Ok(());
+        }
+        let finishes_pending = guard.is_some() && hold.pending_unlock;
+        let let_go = |hold: &mut Hold| {
+            let position = guard
+                .and_then(|(_, lease)| hold.leases.iter().rposition(|l| *l == lease))
+                .unwrap_or(hold.leases.len().saturating_sub(1));
+            if position < hold.leases.len() {
+                hold.leases.remove(position);
+            }
+            hold.count -= 1;
+            if hold.count == 0 {
+                *hold = Hold::default();
+            }
+        };
+        match outcome {
+            Released::Done(Ok(())) => {
+                if finishes_pending {
+                    let_go(hold);
+                    hold.pending_unlock = false;
+                }
+                if hold.count > 0 {
+                    let_go(hold);
+                }
+                hold.pending_unlock &= hold.count > 0;
+                Ok(())
+            }
+            Released::Done(Err(Error::NoQuorum { .. })) if disturbed => {
+                if guard.is_some() {
+                    // Given up: the rest of the hold is lost.
+                    hold.disturbed = true;
+                    let_go(hold);
+                } else {
+                    hold.pending_unlock = true;
+                }
+                Ok(())
+            }
+            Released::Done(Err(Error::LockLost { .. })) => {
+                // Lost meanwhile: the signal must say so.
+                self.observe(actor, lock)?;
+                let hold = &mut self.holds[actor][lock];
+                if hold.lost.is_none() {
+                    return Err(format!(
+                        "a{actor} l{lock}: a release answered LockLost while the signal had not fired"
+                    ));
+                }
+                hold.count = hold.count.saturating_sub(1);
+                if hold.count == 0 {
+                    *hold = Hold::default();
+                }
+                Ok(())
+            }
+            Released::Dropped => {
+                // Completed in the background, or given up there if no majority answers.
+                hold.disturbed |= disturbed;
+                if finishes_pending {
+                    let_go(hold);
+                }
+                if hold.count > 0 {
+                    let_go(hold);
+                }
+                self.linger(lock, Duration::from_millis(300));
+                Ok(())
+            }
+            Released::Done(other) => Err(format!(
+                "a{actor} l{lock}: a release of a live hold of {} answered {other:?}",
+                hold.count
+            )),
+        }
+    }
+
+    /// A guard of `generation` was dropped where nothing can be sent: the hold is given up.
+    pub(crate) fn abandoned(&mut self, actor: usize, lock: usize, generation: u64) {
+        let hold = &mut self.holds[actor][lock];
+        if hold.generation != generation || hold.count == 0 {
+            return;
+        }
+        hold.disturbed = true;
+        hold.count -= 1;
+        if hold.count == 0 {
+            *hold = Hold::default();
+        }
+        let lease = self.longest_lease(lock);
+        self.linger(lock, lease);
+    }
+
+    /// The lock was force-unlocked (`deleted`: the call says it deleted it on a majority).
+    pub(crate) fn forced(&mut self, lock: usize) {
+        for actor in 0..ACTORS {
+            let hold = &mut self.holds[actor][lock];
+            if hold.count > 0 {
+                hold.exempt = true;
+                hold.disturbed = true;
+            }
+        }
+        let lease = self.longest_lease(lock);
+        self.linger(lock, lease);
+    }
+
+    /// The client shut down: its owners' holds are over, and its owners are replaced.
+    pub(crate) fn shut_down(&mut self, client: usize) {
+        for actor in (0..ACTORS).filter(|a| CLIENT_OF[*a] == client) {
+            for lock in 0..LOCKS {
+                if self.holds[actor][lock].count > 0 {
+                    let lease = self.longest_lease(lock);
+                    self.linger(lock, lease);
+                }
+                self.holds[actor][lock] = Hold::default();
+            }
+        }
+    }
+
+    /// Holds the watchdog of `client` must have registered: live ones.
+    pub(crate) fn registered(&self, client: usize) -> usize {
+        (0..ACTORS)
+            .filter(|a| CLIENT_OF[*a] == client)
+            .flat_map(|actor| self.holds[actor].iter())
+            .filter(|hold| hold.is_live())
+            .count()
+    }
+
+    /// Checks `is_locked`, `hold_count` and `remaining_ttl` where the model is sure of them.
+    pub(crate) fn queried(
+        &mut self,
+        actor: usize,
+        lock: usize,
+        locked: bool,
+        count: u32,
+        ttl: Option<Duration>,
+    ) -> Result<(), String> {
+        self.observe_all()?;
+        if self.disturbed() || self.lingering(lock) {
+            return Ok(());
+        }
+        let hold = &self.holds[actor][lock];
+        if hold.is_live() && !hold.pending_unlock && !hold.exempt && count != hold.count {
+            return Err(format!(
+                "a{actor} l{lock}: hold_count {count}, the model counts {}",
+                hold.count
+            ));
+        }
+        let anyone = (0..ACTORS).any(|a| self.holds[a][lock].is_live());
+        if anyone != locked || anyone != ttl.is_some() {
+            return Err(format!(
+                "a{actor} l{lock}: is_locked {locked}, remaining_ttl {ttl:?}; the model says held: {anyone}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every owner that believes it holds a lock, with its lost signal.
+    pub(crate) fn believers(&self) -> Vec<(usize, usize, LostSignal)> {
+        let mut believers = Vec::new();
+        for actor in 0..ACTORS {
+            for lock in 0..LOCKS {
+                let hold = &self.holds[actor][lock];
+                if let (true, Some(signal)) = (hold.believes(), &hold.signal) {
+                    believers.push((actor, lock, signal.clone()));
+                }
+            }
+        }
+        believers
+    }
+
+    /// Never two owners believing at once.
+    pub(crate) fn check_exclusion(&self) -> Result<(), String> {
+        for lock in 0..LOCKS {
+            let believing: Vec<usize> = (0..ACTORS)
+                .filter(|actor| self.holds[*actor][lock].believes())
+                .collect();
+            if believing.len() > 1 {
+                return Err(format!(
+                    "l{lock}: owners {believing:?} all believe they hold it"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// What every owner still holds, for the release at the end of a sequence.
+    pub(crate) fn counts(&self) -> Vec<(usize, usize, u32)> {
+        let mut counts = Vec::new();
+        for actor in 0..ACTORS {
+            for lock in 0..LOCKS {
+                let count = self.holds[actor][lock].count;
+                if count > 0 {
+                    counts.push((actor, lock, count));
+                }
+            }
+        }
+        counts
+    }
+}

@@ -1,0 +1,285 @@
+//! The operations the model-based test draws, and the small reference state that keeps each
+//! drawn sequence valid (which nodes are paused) as proptest generates and shrinks it.
+
+use proptest::prelude::*;
+use proptest_state_machine::ReferenceStateMachine;
+
+/// Three actors: two owners in client 0 (a task, and an explicit owner used from fresh tasks
+/// each time) and a task in client 1.
+pub(crate) const ACTORS: usize = 3;
+/// Two locks: contention on each, and holds of one owner on both.
+pub(crate) const LOCKS: usize = 2;
+/// Three masters: one can be paused or restarted while a majority still answers.
+pub(crate) const NODES: usize = 3;
+/// The client each actor belongs to.
+pub(crate) const CLIENT_OF: [usize; ACTORS] = [0, 0, 1];
+
+/// How an acquisition keeps its lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lease {
+    /// The watchdog lease, renewed.
+    Watchdog,
+    /// A fixed lease, in milliseconds.
+    Fixed(u64),
+}
+
+/// Which call takes the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// `lock()` / `lock_with_lease()`, given up (dropped) after a patience.
+    Lock,
+    /// `try_lock(wait, lease)`.
+    TryLock { wait_ms: u64 },
+    /// `acquire()` / `acquire_with_lease()`, dropped after a patience; keeps a guard.
+    Guard,
+    /// `try_acquire(wait, lease)`; keeps a guard.
+    TryGuard { wait_ms: u64 },
+}
+
+/// One step of a sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Step {
+    Acquire {
+        actor: usize,
+        lock: usize,
+        lease: Lease,
+        api: Api,
+    },
+    /// An acquisition dropped after `after_us` (at whatever await point it has reached).
+    CancelAcquire {
+        actor: usize,
+        lock: usize,
+        lease: Lease,
+        after_us: u64,
+    },
+    Unlock {
+        actor: usize,
+        lock: usize,
+    },
+    CancelUnlock {
+        actor: usize,
+        lock: usize,
+        after_us: u64,
+    },
+    /// The `pick`-th of the actor's guards (modulo how many it has).
+    GuardUnlock {
+        actor: usize,
+        pick: usize,
+    },
+    CancelGuardUnlock {
+        actor: usize,
+        pick: usize,
+        after_us: u64,
+    },
+    /// Drops a guard, on a runtime thread or on a thread with no runtime.
+    GuardDrop {
+        actor: usize,
+        pick: usize,
+        outside_runtime: bool,
+    },
+    ForceUnlock {
+        actor: usize,
+        lock: usize,
+    },
+    /// `is_locked`, `hold_count` and `remaining_ttl`, checked against the model.
+    Query {
+        actor: usize,
+        lock: usize,
+    },
+    Sleep {
+        ms: u64,
+    },
+    Pause {
+        node: usize,
+    },
+    Resume {
+        node: usize,
+    },
+    /// `CLIENT KILL TYPE pubsub` on every node.
+    KillPubSub,
+    /// Kill a node and restart it empty once every lease it granted has run out (a delayed
+    /// restart, within the promise).
+    RestartEmpty {
+        node: usize,
+    },
+    Shutdown {
+        client: usize,
+    },
+}
+
+/// What generation needs to know: which nodes are paused.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Drawn {
+    pub(crate) paused: [bool; NODES],
+}
+
+impl Drawn {
+    fn paused_count(&self) -> usize {
+        self.paused.iter().filter(|p| **p).count()
+    }
+}
+
+/// The reference state machine that draws sequences.
+pub(crate) struct Sequences;
+
+fn lease() -> impl Strategy<Value = Lease> {
+    prop_oneof![
+        3 => Just(Lease::Watchdog),
+        1 => (150u64..700).prop_map(Lease::Fixed),
+        1 => (1_600u64..3_000).prop_map(Lease::Fixed),
+    ]
+}
+
+fn api() -> impl Strategy<Value = Api> {
+    prop_oneof![
+        2 => Just(Api::Lock),
+        3 => (0u64..250).prop_map(|wait_ms| Api::TryLock { wait_ms }),
+        2 => Just(Api::Guard),
+        2 => (0u64..250).prop_map(|wait_ms| Api::TryGuard { wait_ms }),
+    ]
+}
+
+impl ReferenceStateMachine for Sequences {
+    type State = Drawn;
+    type Transition = Step;
+
+    fn init_state() -> BoxedStrategy<Drawn> {
+        Just(Drawn::default()).boxed()
+    }
+
+    fn transitions(state: &Drawn) -> BoxedStrategy<Step> {
+        let actor = 0..ACTORS;
+        let lock = 0..LOCKS;
+        let pick = 0usize..4;
+        let after_us = 0u64..120_000;
+        let node = 0..NODES;
+        let paused: Vec<usize> = (0..NODES).filter(|n| state.paused[*n]).collect();
+        let can_pause = state.paused_count() < 2;
+        let mut steps = vec![
+            (
+                30,
+                (actor.clone(), lock.clone(), lease(), api())
+                    .prop_map(|(actor, lock, lease, api)| Step::Acquire {
+                        actor,
+                        lock,
+                        lease,
+                        api,
+                    })
+                    .boxed(),
+            ),
+            (
+                5,
+                (actor.clone(), lock.clone(), lease(), after_us.clone())
+                    .prop_map(|(actor, lock, lease, after_us)| Step::CancelAcquire {
+                        actor,
+                        lock,
+                        lease,
+                        after_us,
+                    })
+                    .boxed(),
+            ),
+            (
+                14,
+                (actor.clone(), lock.clone())
+                    .prop_map(|(actor, lock)| Step::Unlock { actor, lock })
+                    .boxed(),
+            ),
+            (
+                3,
+                (actor.clone(), lock.clone(), after_us.clone())
+                    .prop_map(|(actor, lock, after_us)| Step::CancelUnlock {
+                        actor,
+                        lock,
+                        after_us,
+                    })
+                    .boxed(),
+            ),
+            (
+                8,
+                (actor.clone(), pick.clone())
+                    .prop_map(|(actor, pick)| Step::GuardUnlock { actor, pick })
+                    .boxed(),
+            ),
+            (
+                3,
+                (actor.clone(), pick.clone(), after_us)
+                    .prop_map(|(actor, pick, after_us)| Step::CancelGuardUnlock {
+                        actor,
+                        pick,
+                        after_us,
+                    })
+                    .boxed(),
+            ),
+            (
+                4,
+                (actor.clone(), pick, any::<bool>())
+                    .prop_map(|(actor, pick, no_runtime)| Step::GuardDrop {
+                        actor,
+                        pick,
+                        outside_runtime: no_runtime,
+                    })
+                    .boxed(),
+            ),
+            (
+                2,
+                (actor.clone(), lock.clone())
+                    .prop_map(|(actor, lock)| Step::ForceUnlock { actor, lock })
+                    .boxed(),
+            ),
+            (
+                6,
+                (actor, lock)
+                    .prop_map(|(actor, lock)| Step::Query { actor, lock })
+                    .boxed(),
+            ),
+            (
+                5,
+                prop_oneof![3 => 50u64..400, 1 => 700u64..1_800]
+                    .prop_map(|ms| Step::Sleep { ms })
+                    .boxed(),
+            ),
+            (2, Just(Step::KillPubSub).boxed()),
+            (
+                1,
+                (0..2usize)
+                    .prop_map(|client| Step::Shutdown { client })
+                    .boxed(),
+            ),
+        ];
+        if can_pause {
+            steps.push((
+                3,
+                node.clone().prop_map(|node| Step::Pause { node }).boxed(),
+            ));
+        }
+        if !paused.is_empty() {
+            steps.push((
+                6,
+                proptest::sample::select(paused)
+                    .prop_map(|node| Step::Resume { node })
+                    .boxed(),
+            ));
+        } else {
+            steps.push((1, node.prop_map(|node| Step::RestartEmpty { node }).boxed()));
+        }
+        proptest::strategy::Union::new_weighted(steps).boxed()
+    }
+
+    fn preconditions(state: &Drawn, step: &Step) -> bool {
+        match step {
+            Step::Pause { node } => !state.paused[*node] && state.paused_count() < 2,
+            Step::Resume { node } => state.paused[*node],
+            Step::RestartEmpty { .. } => state.paused_count() == 0,
+            _ => true,
+        }
+    }
+
+    fn apply(mut state: Drawn, step: &Step) -> Drawn {
+        match step {
+            Step::Pause { node } => state.paused[*node] = true,
+            Step::Resume { node } => state.paused[*node] = false,
+            _ => {}
+        }
+        state
+    }
+}

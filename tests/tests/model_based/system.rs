@@ -1,0 +1,710 @@
+//! The system under test: two real `LockClient`s on three real masters, three owners, their
+//! guards, and the faults; each step runs here and its outcome goes to the model.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redlock_reentrant::{LockClient, LockGuard, LockOwner, RLock, RetryPolicy};
+use redlock_tests::{
+    client_connections, eventually, kill_pubsub_clients, pubsub_clients, RedisCluster,
+};
+use tokio::runtime::Runtime;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::model::{Model, Released, Took};
+use crate::ops::{Api, Lease, Step, ACTORS, CLIENT_OF, LOCKS, NODES};
+
+/// The watchdog lease: short, so fixed leases and pauses cross it within a few steps.
+pub(crate) const WATCHDOG: Duration = Duration::from_millis(1500);
+const NODE_TIMEOUT: Duration = Duration::from_millis(60);
+/// How long `lock()` and `acquire()` wait before the step drops them.
+const PATIENCE: Duration = Duration::from_millis(400);
+/// No step may take longer: a hang is a failure, not a stuck suite.
+const STEP_LIMIT: Duration = Duration::from_secs(20);
+const NAMES: [&str; LOCKS] = ["m0", "m1"];
+
+type Job = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+/// One owner: a task of its own (its owner is that task), or an explicit owner used from a
+/// new task every time.
+struct Actor {
+    task: Option<mpsc::UnboundedSender<Job>>,
+    owner: Option<LockOwner>,
+}
+
+/// A guard the sequence keeps, with what the model needs to know of it.
+struct Kept {
+    actor: usize,
+    lock: usize,
+    lease: Lease,
+    generation: u64,
+    guard: LockGuard,
+}
+
+pub(crate) struct System {
+    runtime: Option<Runtime>,
+    cluster: Arc<RedisCluster>,
+    clients: Vec<LockClient>,
+    actors: Vec<Actor>,
+    guards: Vec<Kept>,
+    pub(crate) model: Model,
+    paused: [bool; NODES],
+    baseline: Vec<usize>,
+    log: Vec<String>,
+}
+
+impl System {
+    pub(crate) fn start(cluster: Arc<RedisCluster>) -> Self {
+        for node in cluster.nodes() {
+            redis::cmd("FLUSHALL")
+                .exec(&mut node.connection())
+                .expect("FLUSHALL");
+        }
+        let baseline = cluster.nodes().iter().map(client_connections).collect();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let clients: Vec<LockClient> = (0..2)
+            .map(|_| runtime.block_on(new_client(&cluster)))
+            .collect();
+        let actors = (0..ACTORS)
+            .map(|actor| {
+                if actor == 1 {
+                    Actor {
+                        task: None,
+                        owner: Some(clients[CLIENT_OF[actor]].new_owner()),
+                    }
+                } else {
+                    Actor {
+                        task: Some(spawn_task(&runtime)),
+                        owner: None,
+                    }
+                }
+            })
+            .collect();
+        Self {
+            runtime: Some(runtime),
+            cluster,
+            clients,
+            actors,
+            guards: Vec::new(),
+            model: Model::new(WATCHDOG),
+            paused: [false; NODES],
+            baseline,
+            log: Vec::new(),
+        }
+    }
+
+    fn runtime(&self) -> &Runtime {
+        self.runtime.as_ref().expect("running")
+    }
+
+    fn rlock(&self, actor: usize, lock: usize) -> RLock {
+        let rlock = self.clients[CLIENT_OF[actor]].get_lock(NAMES[lock]);
+        match &self.actors[actor].owner {
+            Some(owner) => rlock.with_owner(owner),
+            None => rlock,
+        }
+    }
+
+    /// Runs `work` as `actor`: in its task, or in a new task for an explicit owner.
+    fn as_actor<T, F, Fut>(&self, actor: usize, lock: usize, work: F) -> Result<T, String>
+    where
+        T: Send + 'static,
+        F: FnOnce(RLock) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        let rlock = self.rlock(actor, lock);
+        let (done, result) = oneshot::channel();
+        let job: Job = Box::new(move || {
+            Box::pin(async move {
+                let _ = done.send(work(rlock).await);
+            })
+        });
+        match &self.actors[actor].task {
+            Some(task) => task
+                .send(job)
+                .map_err(|_| "the actor's task is gone".to_owned())?,
+            None => drop(self.runtime().spawn(job())),
+        }
+        self.runtime()
+            .block_on(async { tokio::time::timeout(STEP_LIMIT, result).await })
+            .map_err(|_| format!("a{actor}: the step hung for {STEP_LIMIT:?}"))?
+            .map_err(|_| format!("a{actor}: the step panicked"))
+    }
+
+    /// The log of the steps so far and what they observed, for a failure's message.
+    pub(crate) fn story(&self) -> String {
+        let mut story = self.log.join("\n");
+        story.push_str("\nmodel notes:\n");
+        story.push_str(&self.model.notes.join("\n"));
+        story
+    }
+
+    /// Runs one step and hands its outcome to the model.
+    pub(crate) fn apply(&mut self, step: &Step) -> Result<(), String> {
+        let outcome = self.try_run(step);
+        self.log.push(format!(
+            "{step:?} -> {}",
+            outcome.as_deref().unwrap_or("VIOLATION")
+        ));
+        outcome.map(|_| ())
+    }
+
+    fn try_run(&mut self, step: &Step) -> Result<String, String> {
+        self.model.observe_all()?;
+        match *step {
+            Step::Acquire {
+                actor,
+                lock,
+                lease,
+                api,
+            } => self.acquire(actor, lock, lease, api, None),
+            Step::CancelAcquire {
+                actor,
+                lock,
+                lease,
+                after_us,
+            } => self.acquire(
+                actor,
+                lock,
+                lease,
+                Api::TryLock { wait_ms: 100 },
+                Some(Duration::from_micros(after_us)),
+            ),
+            Step::Unlock { actor, lock } => self.unlock(actor, lock, None),
+            Step::CancelUnlock {
+                actor,
+                lock,
+                after_us,
+            } => self.unlock(actor, lock, Some(Duration::from_micros(after_us))),
+            Step::GuardUnlock { actor, pick } => self.guard_unlock(actor, pick, None),
+            Step::CancelGuardUnlock {
+                actor,
+                pick,
+                after_us,
+            } => self.guard_unlock(actor, pick, Some(Duration::from_micros(after_us))),
+            Step::GuardDrop {
+                actor,
+                pick,
+                outside_runtime,
+            } => self.guard_drop(actor, pick, outside_runtime),
+            Step::ForceUnlock { actor, lock } => {
+                // Its own client's holders are told before anything is sent.
+                self.model.forced(lock);
+                let forced =
+                    self.as_actor(
+                        actor,
+                        lock,
+                        |rlock| async move { rlock.force_unlock().await },
+                    )?;
+                match forced {
+                    Ok(deleted) => Ok(format!("forced, deleted on a majority: {deleted}")),
+                    Err(redlock_reentrant::Error::NoQuorum { .. }) if self.model.disturbed() => {
+                        Ok("no quorum".into())
+                    }
+                    Err(err) => Err(format!("force_unlock failed: {err:?}")),
+                }
+            }
+            Step::Query { actor, lock } => {
+                let (locked, count, ttl) = self.as_actor(actor, lock, |rlock| async move {
+                    (
+                        rlock.is_locked().await,
+                        rlock.hold_count().await,
+                        rlock.remaining_ttl().await,
+                    )
+                })?;
+                match (locked, count, ttl) {
+                    (Ok(locked), Ok(count), Ok(ttl)) => {
+                        self.model.queried(actor, lock, locked, count, ttl)?;
+                        Ok(format!("locked {locked}, count {count}, ttl {ttl:?}"))
+                    }
+                    _ if self.model.disturbed() => Ok("no quorum".into()),
+                    other => Err(format!("a query failed: {other:?}")),
+                }
+            }
+            Step::Sleep { ms } => {
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(String::new())
+            }
+            Step::Pause { node } => {
+                self.model.fault_begins();
+                self.cluster.stop(node);
+                self.paused[node] = true;
+                Ok(String::new())
+            }
+            Step::Resume { node } => {
+                self.cluster.resume(node);
+                self.paused[node] = false;
+                self.model.fault_ends();
+                Ok(String::new())
+            }
+            Step::KillPubSub => {
+                let killed: i64 = self
+                    .cluster
+                    .nodes()
+                    .iter()
+                    .filter(|node| node.is_running())
+                    .map(kill_pubsub_clients)
+                    .sum();
+                Ok(format!("{killed} pub/sub connections killed"))
+            }
+            Step::RestartEmpty { node } => self.restart_empty(node),
+            Step::Shutdown { client } => self.shutdown(client),
+        }
+    }
+
+    fn acquire(
+        &mut self,
+        actor: usize,
+        lock: usize,
+        lease: Lease,
+        api: Api,
+        cancel_after: Option<Duration>,
+    ) -> Result<String, String> {
+        let fixed = match lease {
+            Lease::Watchdog => None,
+            Lease::Fixed(ms) => Some(Duration::from_millis(ms)),
+        };
+        let started = Instant::now();
+        let (took, guard) = self.as_actor(actor, lock, move |rlock| async move {
+            let attempt = async {
+                match api {
+                    Api::Lock => {
+                        let locked = match fixed {
+                            Some(lease) => rlock.lock_with_lease(lease).await,
+                            None => rlock.lock().await,
+                        };
+                        locked.map(|()| Some(None))
+                    }
+                    Api::TryLock { wait_ms } => rlock
+                        .try_lock(Duration::from_millis(wait_ms), fixed)
+                        .await
+                        .map(|got| got.then_some(None)),
+                    Api::Guard => {
+                        let guard = match fixed {
+                            Some(lease) => rlock.acquire_with_lease(lease).await,
+                            None => rlock.acquire().await,
+                        };
+                        guard.map(|guard| Some(Some(guard)))
+                    }
+                    Api::TryGuard { wait_ms } => rlock
+                        .try_acquire(Duration::from_millis(wait_ms), fixed)
+                        .await
+                        .map(|guard| guard.map(Some)),
+                }
+            };
+            let patience = match api {
+                Api::Lock | Api::Guard => PATIENCE,
+                _ => STEP_LIMIT,
+            };
+            let outcome = tokio::time::timeout(cancel_after.unwrap_or(patience), attempt).await;
+            match outcome {
+                Err(_) => (Took::Dropped, None),
+                Ok(Ok(None)) => (Took::Refused, None),
+                Ok(Ok(Some(guard))) => {
+                    let at = Instant::now();
+                    let (token, signal) = match &guard {
+                        Some(guard) => (Some(guard.fencing_token()), guard.lock().lost_signal()),
+                        None => (rlock.fencing_token(), rlock.lost_signal()),
+                    };
+                    (Took::Granted { token, signal, at }, guard)
+                }
+                Ok(Err(err)) => (Took::Failed(err), None),
+            }
+        })?;
+        let seen = describe(&took);
+        let generation = self.model.acquired(actor, lock, lease, started, took)?;
+        if let (Some(guard), Some(generation)) = (guard, generation) {
+            self.guards.push(Kept {
+                actor,
+                lock,
+                lease,
+                generation,
+                guard,
+            });
+        }
+        Ok(seen)
+    }
+
+    fn unlock(
+        &mut self,
+        actor: usize,
+        lock: usize,
+        cancel_after: Option<Duration>,
+    ) -> Result<String, String> {
+        let outcome = self.as_actor(actor, lock, move |rlock| async move {
+            match cancel_after {
+                Some(after) => match tokio::time::timeout(after, rlock.unlock()).await {
+                    Ok(done) => Released::Done(done),
+                    Err(_) => Released::Dropped,
+                },
+                None => Released::Done(rlock.unlock().await),
+            }
+        })?;
+        let seen = describe_release(&outcome);
+        self.model.released(actor, lock, None, outcome)?;
+        Ok(seen)
+    }
+
+    fn take_guard(&mut self, actor: usize, pick: usize) -> Option<Kept> {
+        let mine: Vec<usize> = (0..self.guards.len())
+            .filter(|i| self.guards[*i].actor == actor)
+            .collect();
+        if mine.is_empty() {
+            return None;
+        }
+        Some(self.guards.remove(mine[pick % mine.len()]))
+    }
+
+    fn guard_unlock(
+        &mut self,
+        actor: usize,
+        pick: usize,
+        cancel_after: Option<Duration>,
+    ) -> Result<String, String> {
+        let Some(kept) = self.take_guard(actor, pick) else {
+            return Ok("no guard".into());
+        };
+        let guard = kept.guard;
+        let outcome = self
+            .runtime()
+            .block_on(async move {
+                let unlocked = async move {
+                    match cancel_after {
+                        Some(after) => match tokio::time::timeout(after, guard.unlock()).await {
+                            Ok(done) => Released::Done(done),
+                            Err(_) => Released::Dropped,
+                        },
+                        None => Released::Done(guard.unlock().await),
+                    }
+                };
+                tokio::time::timeout(STEP_LIMIT, tokio::spawn(unlocked)).await
+            })
+            .map_err(|_| "a guard's unlock hung".to_owned())?
+            .map_err(|_| "a guard's unlock panicked".to_owned())?;
+        let seen = describe_release(&outcome);
+        self.model.released(
+            kept.actor,
+            kept.lock,
+            Some((kept.generation, kept.lease)),
+            outcome,
+        )?;
+        Ok(format!("l{}: {seen}", kept.lock))
+    }
+
+    fn guard_drop(
+        &mut self,
+        actor: usize,
+        pick: usize,
+        outside_runtime: bool,
+    ) -> Result<String, String> {
+        let Some(kept) = self.take_guard(actor, pick) else {
+            return Ok("no guard".into());
+        };
+        let Kept {
+            actor,
+            lock,
+            lease,
+            generation,
+            guard,
+        } = kept;
+        if outside_runtime {
+            std::thread::spawn(move || drop(guard))
+                .join()
+                .map_err(|_| "dropping a guard panicked".to_owned())?;
+            self.model.abandoned(actor, lock, generation);
+            Ok(format!("l{lock}: dropped outside a runtime"))
+        } else {
+            let _entered = self.runtime().enter();
+            drop(guard);
+            self.model
+                .released(actor, lock, Some((generation, lease)), Released::Dropped)?;
+            Ok(format!("l{lock}: dropped"))
+        }
+    }
+
+    /// Kills a node and restarts it empty once every validity a holder could still prove has
+    /// run out: the delayed restart the safety argument asks for.
+    fn restart_empty(&mut self, node: usize) -> Result<String, String> {
+        self.model.fault_begins();
+        self.cluster.kill(node);
+        let now = Instant::now();
+        let wait = self
+            .model
+            .believers()
+            .iter()
+            .filter_map(|(_, _, signal)| signal.deadline())
+            .map(|(deadline, _)| deadline.saturating_duration_since(now))
+            .max()
+            .unwrap_or_default()
+            + Duration::from_millis(50);
+        std::thread::sleep(wait);
+        self.cluster.restart(node);
+        self.model.fault_ends();
+        Ok(format!("restarted after {wait:?}"))
+    }
+
+    fn shutdown(&mut self, client: usize) -> Result<String, String> {
+        let old = self.clients[client].clone();
+        self.runtime().block_on(old.shutdown());
+        self.model.shut_down(client);
+        // Its guards are over: dropping them sends nothing (the client is shut down).
+        let (gone, kept): (Vec<Kept>, Vec<Kept>) = self
+            .guards
+            .drain(..)
+            .partition(|kept| CLIENT_OF[kept.actor] == client);
+        self.guards = kept;
+        {
+            let _entered = self.runtime().enter();
+            drop(gone);
+        }
+        if old.watchdog().registered() != 0 {
+            return Err(format!(
+                "c{client}: {} holds still registered after shutdown",
+                old.watchdog().registered()
+            ));
+        }
+        let fresh = self.runtime().block_on(new_client(&self.cluster));
+        for actor in (0..ACTORS).filter(|a| CLIENT_OF[*a] == client) {
+            if self.actors[actor].owner.is_some() {
+                self.actors[actor].owner = Some(fresh.new_owner());
+            }
+        }
+        self.clients[client] = fresh;
+        Ok("shut down, replaced".into())
+    }
+
+    /// The checks after every step: never two owners believing at once; every belief backed
+    /// by a majority's TTL; the watchdog renewing exactly the live holds.
+    pub(crate) fn check(&mut self) -> Result<(), String> {
+        self.model.observe_all()?;
+        self.model.check_exclusion()?;
+        self.check_ttls()?;
+        self.check_registrations()
+    }
+
+    /// A holder's lost deadline never lies beyond what the nodes still grant it: while it
+    /// believes, no majority of nodes could hand the lock to anyone else. A paused node keeps
+    /// its keys and grants nobody; a running node whose TTL runs out before the belief does
+    /// could.
+    fn check_ttls(&mut self) -> Result<(), String> {
+        for (actor, lock, signal) in self.model.believers() {
+            let Some((deadline, _)) = signal.deadline() else {
+                continue;
+            };
+            let believed = deadline.saturating_duration_since(Instant::now());
+            if signal.is_lost() || believed.is_zero() {
+                continue;
+            }
+            let ttls: Vec<i64> = self
+                .cluster
+                .nodes()
+                .iter()
+                .filter(|node| node.is_running())
+                .map(|node| {
+                    redis::cmd("PTTL")
+                        .arg(format!("redlock:{}", NAMES[lock]))
+                        .query(&mut node.connection())
+                        .unwrap_or(-2)
+                })
+                .collect();
+            // The PTTLs were read after `believed` was measured, and Redis rounds to the ms.
+            let short = |ttl: &&i64| {
+                let ttl = Duration::from_millis(u64::try_from(**ttl).unwrap_or(0));
+                ttl + Duration::from_millis(25) < believed
+            };
+            let free = ttls.iter().filter(short).count();
+            let majority = NODES / 2 + 1;
+            if free >= majority && !signal.is_lost() {
+                return Err(format!(
+                    "a{actor} l{lock}: believes {believed:?} more, but {free} answering nodes would grant the lock sooner (PTTLs {ttls:?})"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each client's watchdog has exactly the holds the model says are live.
+    fn check_registrations(&mut self) -> Result<(), String> {
+        for client in 0..2 {
+            let registered = || self.clients[client].watchdog().registered();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            loop {
+                self.model.observe_all()?;
+                let expected = self.model.registered(client);
+                if registered() == expected {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "c{client}: {} holds registered with the watchdog, {expected} live",
+                        registered()
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Ok(())
+    }
+
+    /// The end of a sequence: everything released, and then nothing left behind: no key, no
+    /// registration, no subscription, no pub/sub connection, no connection at all once the
+    /// clients are gone.
+    pub(crate) fn quiesce(mut self) -> Result<(), String> {
+        for node in 0..NODES {
+            if self.paused[node] {
+                self.cluster.resume(node);
+                self.paused[node] = false;
+                self.model.fault_ends();
+            }
+        }
+        for kept in std::mem::take(&mut self.guards) {
+            let _ = self.runtime().block_on(kept.guard.unlock());
+        }
+        for (actor, lock, count) in self.model.counts() {
+            for _ in 0..count {
+                let _ = self.as_actor(actor, lock, |rlock| async move { rlock.unlock().await })?;
+            }
+        }
+        let clients = self.clients.clone();
+        let settled = eventually(Duration::from_secs(5), || {
+            clients
+                .iter()
+                .all(|c| c.watchdog().registered() == 0 && c.watched_channels() == 0)
+        });
+        if !settled {
+            return Err(format!(
+                "after releasing everything: registered {:?}, watched channels {:?}",
+                clients
+                    .iter()
+                    .map(|c| c.watchdog().registered())
+                    .collect::<Vec<_>>(),
+                clients
+                    .iter()
+                    .map(LockClient::watched_channels)
+                    .collect::<Vec<_>>()
+            ));
+        }
+        let cluster = Arc::clone(&self.cluster);
+        let locks_left = || {
+            (0..NODES)
+                .flat_map(|node| cluster.keys_on(node, "redlock:m*"))
+                .filter(|key| !key.contains(":unlock:"))
+                .count()
+        };
+        // A lost hold's key lasts until its lease runs out (3 s at most here).
+        if !eventually(Duration::from_secs(5), || locks_left() == 0) {
+            return Err(format!("{} lock keys left", locks_left()));
+        }
+        let subscribed = |channel: &str| -> i64 {
+            cluster
+                .nodes()
+                .iter()
+                .map(|node| redlock_tests::subscribers(node, channel))
+                .sum()
+        };
+        if NAMES
+            .iter()
+            .any(|name| subscribed(&format!("redlock:{name}:released")) != 0)
+        {
+            return Err("a lock channel is still subscribed".into());
+        }
+        for client in &clients {
+            self.runtime().block_on(client.shutdown());
+        }
+        let pubsub = || {
+            cluster
+                .nodes()
+                .iter()
+                .map(pubsub_clients)
+                .collect::<Vec<_>>()
+        };
+        if !eventually(Duration::from_secs(5), || pubsub().iter().all(|n| *n == 0)) {
+            return Err(format!("pub/sub connections left: {:?}", pubsub()));
+        }
+        drop(clients);
+        self.clients.clear();
+        self.actors.clear();
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+        let connections = || {
+            cluster
+                .nodes()
+                .iter()
+                .map(client_connections)
+                .collect::<Vec<_>>()
+        };
+        let baseline = self.baseline.clone();
+        if !eventually(Duration::from_secs(5), || connections() == baseline) {
+            return Err(format!(
+                "connections {:?} after the clients went, {baseline:?} before",
+                connections()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for System {
+    /// After a failure too: the shared masters are left running and answering.
+    fn drop(&mut self) {
+        for node in 0..NODES {
+            if self.paused[node] {
+                self.cluster.resume(node);
+            }
+        }
+        self.guards.clear();
+        self.clients.clear();
+        self.actors.clear();
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+async fn new_client(cluster: &RedisCluster) -> LockClient {
+    LockClient::builder()
+        .nodes(cluster.urls())
+        .watchdog_timeout(WATCHDOG)
+        .node_timeout(NODE_TIMEOUT)
+        .retry(RetryPolicy {
+            retries: 1,
+            ..RetryPolicy::default()
+        })
+        .build()
+        .await
+        .expect("client")
+}
+
+fn spawn_task(runtime: &Runtime) -> mpsc::UnboundedSender<Job> {
+    let (sender, mut jobs) = mpsc::unbounded_channel::<Job>();
+    runtime.spawn(async move {
+        while let Some(job) = jobs.recv().await {
+            job().await;
+        }
+    });
+    sender
+}
+
+fn describe(took: &Took) -> String {
+    match took {
+        Took::Granted { token, .. } => format!("granted, token {token:?}"),
+        Took::Refused => "refused".into(),
+        Took::Dropped => "dropped".into(),
+        Took::Failed(err) => format!("{err}"),
+    }
+}
+
+fn describe_release(released: &Released) -> String {
+    match released {
+        Released::Done(Ok(())) => "released".into(),
+        Released::Done(Err(err)) => format!("{err}"),
+        Released::Dropped => "dropped".into(),
+    }
+}
