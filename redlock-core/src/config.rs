@@ -124,7 +124,9 @@ impl RedlockConfig {
         if lease > LONGEST_LEASE {
             return Err(InvalidArgument::LeaseTooLong { lease });
         }
-        let minimum = self.node_timeout_for(lease) + self.drift_for(lease);
+        let minimum = self
+            .node_timeout_for(lease)
+            .saturating_add(self.drift_for(lease));
         if lease <= minimum {
             return Err(InvalidArgument::LeaseTooShort { lease, minimum });
         }

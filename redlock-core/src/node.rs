@@ -205,7 +205,7 @@ impl Node {
     /// A [`NodeError`] when no connection could be made (refused, unreachable, a failed TLS
     /// handshake or `AUTH`, or the connect timeout).
     pub async fn connect(&self) -> Result<(), NodeError> {
-        self.within(self.connect_timeout * 2, async {
+        self.within(self.connect_timeout.saturating_mul(2), async {
             self.connection().await.map(|_| ())
         })
         .await

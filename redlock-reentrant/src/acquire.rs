@@ -86,6 +86,7 @@ pub(crate) async fn attempt(
     };
     inner.check_request(&target.name, lease)?;
     let mut hold = inner.holds.lock(&target.hold).await;
+    let forced_epoch = inner.holds.force_epoch();
     hold.refresh();
     if hold.pending_unlock().is_some() {
         // A release this owner could not complete comes first: its caller has moved on.
@@ -149,6 +150,13 @@ pub(crate) async fn attempt(
                 guard.undo_now(|node| landed[node], true).await;
                 drop(guard.disarm());
                 return Err(Error::ShutDown);
+            }
+            Ok(_) if plan == AcquirePlan::New && inner.holds.forced_since(forced_epoch) => {
+                // A forced unlock of this client overlapped the attempt: its deletion may land
+                // after the grant, and nobody would tell this holder. Undo, and try again.
+                guard.undo_now(|node| landed[node], true).await;
+                drop(guard.disarm());
+                return Ok(Outcome::Contended);
             }
             Ok(_)
                 if plan != AcquirePlan::New

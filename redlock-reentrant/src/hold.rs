@@ -318,14 +318,17 @@ impl Hold {
         self.unwind_one()
     }
 
-    /// Too few nodes answered a release whose caller will retry it: the hold stays counted
-    /// and renewed (the release may not have landed), and keeps the request id for the retry.
-    /// A final release that did land shows up as "not held" to renewal, which is then read as
-    /// the release, not as a loss.
+    /// Too few nodes answered a release whose caller may retry it: the hold stays counted and
+    /// keeps the request id for the retry. A nested release leaves the hold renewed (its owner
+    /// still holds it). A final one does not: its owner let go, so the hold is no longer
+    /// renewed and ends with the validity it has (nobody may be left to retry, and the lock must
+    /// not stay taken while the process lives); "not held" answers meanwhile are the release
+    /// landing, not a loss.
     pub(crate) fn release_unanswered(&mut self) {
         if let Hold::Held(held) = self {
             if held.count() == 1 {
                 held.registration.release_unconfirmed();
+                held.registration.stop_renewing();
             }
         }
     }
@@ -531,7 +534,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_final_release_pauses_renewal_and_an_unanswered_one_resumes_it() {
+    async fn a_final_release_pauses_renewal_and_an_unanswered_one_ends_it() {
         let watchdog = watchdog();
         let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
         let plan = hold.plan_release(None, || "first".into()).expect("held");
@@ -542,6 +545,11 @@ mod tests {
             "still watched while the release is in flight"
         );
         hold.release_unanswered();
+        assert!(
+            matches!(&hold, Hold::Held(held) if !held.registration.is_renewed()),
+            "its owner let go: no longer renewed, it ends with its validity"
+        );
+        assert_eq!(watchdog.registered(), 1, "still watched until then");
         assert_eq!(hold.count(), 1, "stays counted");
         assert_eq!(hold.pending_unlock(), Some("first"));
         assert!(!grant.lost.is_lost());

@@ -2,6 +2,7 @@
 //! operations on that lock and keeps its [`Hold`] state machine.
 
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use dashmap::DashMap;
@@ -100,6 +101,20 @@ impl HoldCell {
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
     cells: DashMap<HoldKey, Arc<HoldCell>>,
+    /// Forced unlocks in flight.
+    forcing: AtomicUsize,
+    /// Forced unlocks completed (or dropped).
+    forced: AtomicU64,
+}
+
+/// A forced unlock in flight; dropping it (done or cancelled) counts it as completed.
+pub(crate) struct Forcing(Arc<Holds>);
+
+impl Drop for Forcing {
+    fn drop(&mut self) {
+        self.0.forced.fetch_add(1, Ordering::SeqCst);
+        self.0.forcing.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Holds {
@@ -139,13 +154,30 @@ impl Holds {
         });
     }
 
-    /// Every hold of a lock key, whoever the owner.
-    pub(crate) fn of_key(&self, key: &str) -> Vec<Arc<HoldCell>> {
+    /// Every hold of a lock key, whoever the owner: their keys.
+    pub(crate) fn keys_of(&self, key: &str) -> Vec<HoldKey> {
         self.cells
             .iter()
             .filter(|entry| &*entry.key().key == key)
-            .map(|entry| Arc::clone(entry.value()))
+            .map(|entry| entry.key().clone())
             .collect()
+    }
+
+    /// A forced unlock begins: acquisitions that overlap it are not granted (the deletion may
+    /// land just after their grant, on a connection this process cannot order).
+    pub(crate) fn begin_force(self: &Arc<Self>) -> Forcing {
+        self.forcing.fetch_add(1, Ordering::SeqCst);
+        Forcing(Arc::clone(self))
+    }
+
+    /// A mark to pass to [`Holds::forced_since`] later.
+    pub(crate) fn force_epoch(&self) -> u64 {
+        self.forced.load(Ordering::SeqCst)
+    }
+
+    /// Whether a forced unlock was in flight at some moment since `epoch` was read.
+    pub(crate) fn forced_since(&self, epoch: u64) -> bool {
+        self.forcing.load(Ordering::SeqCst) > 0 || self.forced.load(Ordering::SeqCst) != epoch
     }
 
     /// Every hold's key.

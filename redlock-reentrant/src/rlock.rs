@@ -50,8 +50,10 @@ use crate::{Error, LockClient, LockGuard, LockOwner};
 ///   lost signal fires and every operation on the hold answers [`Error::LockLost`] until its
 ///   acquisitions are unwound, one `unlock` each. Then the owner can lock afresh.
 ///
-/// A release that no majority answered leaves the hold counted and renewed, for the caller to
-/// retry ([`RLock::unlock`]); the owner's next acquisition retries it first.
+/// A release that no majority answered leaves the hold counted, for the caller to retry
+/// ([`RLock::unlock`]); the owner's next acquisition retries it first. A nested one stays
+/// renewed; a final one is not renewed any more (its owner let go), so the lock frees within
+/// the lease it has even if nobody retries.
 ///
 /// # Owners, tasks and concurrent futures
 ///
@@ -335,9 +337,10 @@ impl RLock {
     /// - [`Error::LockLost`]: this owner held it, but the hold was lost meanwhile (one
     ///   acquisition of it is unwound).
     /// - [`Error::NoQuorum`]: too few nodes answered after the retries. The release may have
-    ///   landed on some nodes, so do not rely on the lock any more; the hold stays counted and
-    ///   renewed only so that calling `unlock` again (it retries the same request) or the
-    ///   owner's next acquisition (it retries it first) can finish it.
+    ///   landed on some nodes, so do not rely on the lock any more. The hold stays counted so
+    ///   that calling `unlock` again (it retries the same request) or the owner's next
+    ///   acquisition (it retries it first) can finish it; a final release's hold is no longer
+    ///   renewed, and ends with the lease it has if nobody retries.
     ///
     /// # Examples
     ///
@@ -356,14 +359,16 @@ impl RLock {
     }
 
     /// Deletes the lock whoever holds it, waking a waiter. Returns whether a majority of nodes
-    /// held it. Holders in this client are told their hold is lost before anything is sent;
-    /// holders in other clients learn it at their next renewal, and until then may still
-    /// believe they hold it: this is an operator's override, outside the lock's promise.
+    /// held it. Holders in this client are told their hold is lost before anything is sent (an
+    /// operation in flight on a hold is waited for first), and no acquisition in this client
+    /// that overlaps the forced unlock is granted (it is undone and retried); holders in other
+    /// clients learn it at their next renewal, and until then may still believe they hold it:
+    /// this is an operator's override, outside the lock's promise.
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future may leave the lock deleted on some nodes only; local holders were
-    /// told already.
+    /// Dropping the future may leave the lock deleted on some nodes only; local holders told
+    /// before it was dropped stay lost.
     ///
     /// # Errors
     ///

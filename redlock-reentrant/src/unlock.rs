@@ -23,7 +23,8 @@ use crate::Error;
 /// What a release does when too few nodes answer it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnNoQuorum {
-    /// Keep the hold (counted and renewed) and its request id, for the caller to retry:
+    /// Keep the hold (counted; renewed only if nested) and its request id, for the caller to
+    /// retry:
     /// `RLock::unlock`, whose caller can call again.
     KeepHold,
     /// Give the hold up: a guard's release, or one whose caller went away, which nobody can
@@ -75,11 +76,25 @@ impl OwedRelease {
             return Err(err);
         }
         let mut hold = self.inner.holds.lock(&self.target.hold).await;
-        self.owed = false;
         if self.generation.is_some() && hold.pending_unlock().is_some() {
             // A guard's release is not the retry of the owner's pending one: that comes first.
-            hold = finish_pending(&self.inner, &self.target, hold).await?;
+            // Still owed meanwhile: dropped here, the release is paid in a spawned task.
+            match finish_pending(&self.inner, &self.target, hold).await {
+                Ok(updated) => hold = updated,
+                Err(err) => {
+                    // No majority again: nobody is left to retry this guard's release.
+                    let mut hold = self.inner.holds.lock(&self.target.hold).await;
+                    self.owed = false;
+                    hold.refresh();
+                    if hold.generation() == self.generation && hold.give_up(LostReason::QuorumLost)
+                    {
+                        abandon(&self.inner, &self.target).await;
+                    }
+                    return Err(err);
+                }
+            }
         }
+        self.owed = false;
         let plan = match plan(&self.target, hold, self.generation, &self.inner) {
             Ok(planned) => planned,
             Err(err) => return Err(err),
@@ -112,11 +127,17 @@ impl Drop for OwedRelease {
             owed: true,
         };
         if tokio::runtime::Handle::try_current().is_ok() {
-            redlock_core::spawn_cleanup(async move {
-                if let Err(err) = owed.pay(OnNoQuorum::GiveUp).await {
-                    tracing::debug!(lock = %owed.target.name, error = %err, "release on drop failed");
-                }
-            });
+            owed.owed = false;
+            spawn_or_else(
+                owed,
+                |mut owed| async move {
+                    owed.owed = true;
+                    if let Err(err) = owed.pay(OnNoQuorum::GiveUp).await {
+                        tracing::debug!(lock = %owed.target.name, error = %err, "release on drop failed");
+                    }
+                },
+                |owed| abandon_without_runtime(&owed.inner, &owed.target, owed.generation),
+            );
             return;
         }
         owed.owed = false;
@@ -139,10 +160,13 @@ fn abandon_without_runtime(inner: &Inner, target: &Target, generation: Option<u6
             }
         }
         None => {
-            if let Some(lost) = cell.lost() {
-                lost.fire(LostReason::Abandoned);
+            let current = cell.generation();
+            if generation.is_none_or(|generation| current == Some(generation)) {
+                if let Some(lost) = cell.lost() {
+                    lost.fire(LostReason::Abandoned);
+                }
             }
-            if let Some(generation) = generation.or_else(|| cell.generation()) {
+            if let Some(generation) = generation.or(current) {
                 cell.abandon_later(generation);
             }
         }
@@ -283,18 +307,64 @@ impl Drop for InFlight {
             mode: self.mode,
         };
         if tokio::runtime::Handle::try_current().is_ok() {
-            redlock_core::spawn_cleanup(async move {
-                let target = flight.target.clone();
-                if let (_, Err(err)) = flight.run(OnNoQuorum::GiveUp).await {
-                    tracing::debug!(lock = %target.name, error = %err, "a dropped release did not complete");
-                }
-            });
+            spawn_or_else(
+                flight,
+                |flight| async move {
+                    let target = flight.target.clone();
+                    if let (_, Err(err)) = flight.run(OnNoQuorum::GiveUp).await {
+                        tracing::debug!(lock = %target.name, error = %err, "a dropped release did not complete");
+                    }
+                },
+                InFlight::abandon,
+            );
             return;
         }
-        let mut flight = flight;
-        flight.hold().give_up(LostReason::Abandoned);
-        drop(flight.hold.take());
+        flight.abandon();
     }
+}
+
+impl InFlight {
+    /// Nothing can be sent any more (no runtime): the hold is given up at once.
+    fn abandon(mut self) {
+        if let Some(mut hold) = self.hold.take() {
+            hold.give_up(LostReason::Abandoned);
+        }
+    }
+}
+
+/// Finishes `value` in a spawned task (`finish`). A runtime that is shutting down drops what is
+/// spawned without starting it: then `fallback` runs instead, at once, where a `Drop` that spawned
+/// again would recurse without end.
+fn spawn_or_else<T, F>(
+    value: T,
+    finish: impl FnOnce(T) -> F + Send + 'static,
+    fallback: impl FnOnce(T) + Send + 'static,
+) where
+    T: Send + 'static,
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    struct Unstarted<T, G: FnOnce(T)> {
+        value: Option<T>,
+        fallback: Option<G>,
+    }
+    impl<T, G: FnOnce(T)> Drop for Unstarted<T, G> {
+        fn drop(&mut self) {
+            if let (Some(value), Some(fallback)) = (self.value.take(), self.fallback.take()) {
+                fallback(value);
+            }
+        }
+    }
+    let mut unstarted = Unstarted {
+        value: Some(value),
+        fallback: Some(fallback),
+    };
+    redlock_core::spawn_cleanup(async move {
+        let value = unstarted
+            .value
+            .take()
+            .expect("taken once, when the task starts");
+        finish(value).await;
+    });
 }
 
 /// Deletes the lock where this owner holds it (a hold given up), retried until a majority
@@ -325,16 +395,11 @@ async fn abandon(inner: &Inner, target: &Target) {
 pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<bool, Error> {
     inner.check_open()?;
     inner.check_request(&target.name, inner.watchdog.timeout())?;
-    for cell in inner.holds.of_key(target.key()) {
-        match cell.try_state() {
-            Some(mut hold) => hold.force_unlocked(),
-            // Busy: its signal stops renewal now, and the operation in flight sees it.
-            None => {
-                if let Some(lost) = cell.lost() {
-                    lost.fire(LostReason::NotOwner);
-                }
-            }
-        }
+    // From here until the deletion is decided, no acquisition of this client is granted; one
+    // in flight waits to be told below (its operation is bounded by the node timeouts).
+    let _forcing = inner.holds.begin_force();
+    for hold in inner.holds.keys_of(target.key()) {
+        inner.holds.lock(&hold).await.force_unlocked();
     }
     let call = FORCE_UNLOCK
         .call()

@@ -61,6 +61,6 @@ impl WatchdogConfig {
     /// flight when the deadline passes, and one more that could still confirm it. The holder is
     /// told while the lock is still its own.
     pub fn lost_margin(&self, node_timeout: Duration) -> Duration {
-        self.renew_request_timeout(node_timeout) * 2
+        self.renew_request_timeout(node_timeout).saturating_mul(2)
     }
 }

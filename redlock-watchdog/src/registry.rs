@@ -48,8 +48,8 @@ pub(crate) enum Release {
     None,
     /// Being sent: renewal pauses, so no renewal races it.
     Sending,
-    /// Sent, but no majority answered: renewal goes on (it may not have landed) until it is
-    /// retried.
+    /// Sent, but no majority answered: it may have landed anywhere; the caller decides whether
+    /// renewal resumes.
     Unconfirmed,
 }
 
@@ -143,8 +143,9 @@ impl Registration {
         self.set_release(Release::Sending);
     }
 
-    /// The final release was sent but no majority answered: renew again (it may not have
-    /// landed), still reading "not held" as the release landing, until it is retried.
+    /// The final release was sent but no majority answered: the pause ends (renewal goes on if
+    /// the hold is renewed; see [`Registration::stop_renewing`]), and "not held" answers are
+    /// still read as the release landing, until it is retried.
     pub fn release_unconfirmed(&self) {
         self.set_release(Release::Unconfirmed);
     }

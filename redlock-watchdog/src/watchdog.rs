@@ -88,14 +88,17 @@ impl Watchdog {
         // A renewal started one interval after the last confirmed one must be able to confirm
         // before the hold is declared lost.
         let node_timeout = redlock.config().node_timeout_for(timeout);
-        let minimum = config.renew_interval()
-            + config.lost_margin(node_timeout)
-            + redlock.config().drift_for(timeout);
-        if timeout <= minimum || timeout <= (node_timeout + redlock.config().drift_for(timeout)) * 3
-        {
+        // Saturating: a huge setting is refused, never a panic.
+        let drift = redlock.config().drift_for(timeout);
+        let minimum = config
+            .renew_interval()
+            .saturating_add(config.lost_margin(node_timeout))
+            .saturating_add(drift)
+            .max(node_timeout.saturating_add(drift).saturating_mul(3));
+        if timeout <= minimum {
             return Err(InvalidArgument::LeaseTooShort {
                 lease: timeout,
-                minimum: minimum.max((node_timeout + redlock.config().drift_for(timeout)) * 3),
+                minimum,
             });
         }
         let shared = Arc::new(Shared {

@@ -261,3 +261,158 @@ async fn a_fixed_lease_that_ran_out_ends_the_hold() {
     assert!(matches!(lock.unlock().await, Err(Error::NotOwner { .. })));
     assert_eq!(holder.watchdog().registered(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_release_no_majority_answered_ends_within_its_lease() {
+    // Its owner let go and nobody is left to retry (the owning task ended): the lock frees
+    // within a lease, the registration goes, and the hold is over.
+    const KEY: &str = "redlock:let-go";
+    let cluster = std::sync::Arc::new(RedisCluster::start(3));
+    let holder = client(&cluster).await;
+    let lock = holder.get_lock("let-go");
+    let signal = tokio::spawn({
+        let lock = lock.clone();
+        let cluster = std::sync::Arc::clone(&cluster);
+        async move {
+            lock.lock().await.expect("lock");
+            let signal = lock.lost_signal().expect("held");
+            for node in 1..3 {
+                cluster.stop(node);
+            }
+            let last = lock.unlock().await;
+            assert!(matches!(last, Err(Error::NoQuorum { .. })), "{last:?}");
+            signal
+        }
+    })
+    .await
+    .expect("the owning task");
+    for node in 1..3 {
+        cluster.resume(node);
+    }
+    // The paused nodes ran the release on resume, or the key expires there: within a lease.
+    assert!(
+        eventually_async(WATCHDOG * 3, || lock_keys(&cluster, KEY) == 0).await,
+        "still held {:?} after the owning task ended",
+        WATCHDOG * 3
+    );
+    assert!(
+        eventually_async(WATCHDOG * 2, || holder.watchdog().registered() == 0).await,
+        "still registered"
+    );
+    assert!(signal.is_lost(), "the hold is over once its lease ran out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_release_behind_a_pending_unlock_that_fails_again_gives_the_hold_up() {
+    const KEY: &str = "redlock:behind-pending";
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let lock = holder.get_lock("behind-pending");
+    let guard = lock.acquire().await.expect("guard");
+    lock.lock().await.expect("nested");
+    let signal = lock.lost_signal().expect("held");
+
+    for node in 1..3 {
+        cluster.stop(node);
+    }
+    let nested = lock.unlock().await;
+    assert!(matches!(nested, Err(Error::NoQuorum { .. })), "{nested:?}");
+    // The guard's release retries the pending one first; no majority again: nobody is left
+    // to retry the guard's own release, so the hold is given up rather than renewed on.
+    let released = guard.unlock().await;
+    assert!(
+        matches!(released, Err(Error::NoQuorum { .. })),
+        "{released:?}"
+    );
+    assert_eq!(signal.reason(), Some(LostReason::QuorumLost));
+    assert_eq!(holder.watchdog().registered(), 0, "not renewed any more");
+    for node in 1..3 {
+        cluster.resume(node);
+    }
+    assert!(
+        eventually_async(WATCHDOG * 3, || lock_keys(&cluster, KEY) == 0).await,
+        "still held after {:?}",
+        WATCHDOG * 3
+    );
+}
+
+#[test]
+fn a_hold_left_when_its_runtime_shuts_down_is_given_up_without_recursion() {
+    // A runtime shutting down drops its tasks, and what their drops spawn, unstarted: the
+    // release a guard owes must then be given up there and then, not spawned again and again.
+    const KEY: &str = "redlock:runtime-ends";
+    let cluster = RedisCluster::start(3);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (holder, signal) = runtime.block_on(async {
+        let holder = client(&cluster).await;
+        let lock = holder.get_lock("runtime-ends");
+        let guard = lock.acquire().await.expect("guard");
+        let signal = lock.lost_signal().expect("held");
+        let (held, is_held) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let _guard = guard;
+            held.send(()).expect("the test waits");
+            std::future::pending::<()>().await;
+        });
+        is_held.await.expect("the task holds the guard");
+        (holder, signal)
+    });
+    drop(runtime);
+    assert_eq!(signal.reason(), Some(LostReason::Abandoned));
+    assert_eq!(holder.watchdog().registered(), 0, "never renewed again");
+    drop(holder);
+    assert!(
+        redlock_tests::eventually(WATCHDOG * 3, || lock_keys(&cluster, KEY) == 0),
+        "still held after {:?}",
+        WATCHDOG * 3
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlock_overlapping_an_acquisition_in_the_same_client_leaves_no_untold_holder() {
+    // The acquisition waits on a stopped node while two grants are in; the forced unlock
+    // starts then. Its deletion would land right after those grants: the acquisition must
+    // not come back as a hold nobody holds.
+    const KEY: &str = "redlock:forced-race";
+    let cluster = RedisCluster::start(3);
+    let holder = LockClient::builder()
+        .nodes(cluster.urls())
+        .watchdog_timeout(WATCHDOG)
+        .node_timeout(Duration::from_millis(300))
+        .retry(RetryPolicy::none())
+        .build()
+        .await
+        .expect("client");
+    let lock = holder.get_lock("forced-race");
+    cluster.stop(2);
+    let acquiring = tokio::spawn({
+        let lock = lock.clone();
+        async move {
+            lock.lock().await.expect("lock");
+            lock.lost_signal().expect("held")
+        }
+    });
+    assert!(
+        eventually_async(Duration::from_secs(5), || cluster.keys_on(0, KEY).len()
+            == 1)
+        .await,
+        "the acquisition never reached node 0"
+    );
+    lock.force_unlock().await.expect("force_unlock");
+    let signal = acquiring.await.expect("the acquiring task");
+    if !signal.is_lost() {
+        for node in 0..2 {
+            assert_eq!(
+                cluster.keys_on(node, KEY).len(),
+                1,
+                "a holder that was not told holds nothing on node {node}"
+            );
+        }
+    }
+    cluster.resume(2);
+    holder.shutdown().await;
+}

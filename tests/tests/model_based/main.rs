@@ -76,6 +76,27 @@ fn env_number(name: &str, default: u32) -> u32 {
         .unwrap_or(default)
 }
 
+type PanicHook = dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static;
+
+/// Keeps the panics of failing cases quiet on this thread while proptest shrinks the failure
+/// (each would print its backtrace; the runner reports the minimal one at the end), and says
+/// once that shrinking began. Panics on other threads print as usual. Returns the hook to
+/// restore.
+fn quiet_failing_cases() -> Arc<PanicHook> {
+    let default_hook: Arc<PanicHook> = Arc::from(std::panic::take_hook());
+    let test_thread = std::thread::current().id();
+    let announced = std::sync::atomic::AtomicBool::new(false);
+    let hook = Arc::clone(&default_hook);
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().id() != test_thread {
+            hook(info);
+        } else if !announced.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("model: a sequence failed; shrinking it (up to five minutes)");
+        }
+    }));
+    default_hook
+}
+
 #[test]
 fn random_sequences_match_the_model() {
     let seed = test_seed();
@@ -94,6 +115,7 @@ fn random_sequences_match_the_model() {
         ..Config::default()
     };
     let started = std::time::Instant::now();
+    let default_hook = quiet_failing_cases();
     let mut runner = TestRunner::new(config.clone());
     let outcome = runner.run(
         &Sequences::sequential_strategy(1..=steps),
@@ -106,6 +128,8 @@ fn random_sequences_match_the_model() {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take();
+    drop(std::panic::take_hook());
+    std::panic::set_hook(Box::new(move |info| default_hook(info)));
     if let Err(failure) = outcome {
         panic!("{failure}\nreplay with TEST_SEED={seed}");
     }
