@@ -13,6 +13,7 @@ use crate::holds::{HoldKey, Target};
 use crate::inspect::inspect;
 use crate::owner::OwnerSource;
 use crate::unlock::{OnNoQuorum, OwedRelease};
+use crate::wakeup::Subscription;
 use crate::{Error, LockClient, LockGuard, LockOwner};
 
 /// A reentrant distributed lock, Redisson's `RLock` for tokio.
@@ -23,7 +24,12 @@ use crate::{Error, LockClient, LockGuard, LockOwner};
 /// zero. Another task, even of the same client, is another owner and waits.
 ///
 /// Every operation runs on the quorum of the client's masters. Waiters sleep until the holder's
-/// release is announced by pub/sub (or its lease runs out), never by polling.
+/// release is announced by pub/sub (or its lease runs out); they do not poll a holder. One
+/// release wakes one attempt per waiting client. If a majority still names a holder after a
+/// release was heard (a new holder got in, or the release has not reached the slower masters
+/// yet), the waiter looks again after a per-node timeout, then after twice as long each time
+/// (never later than the holder's TTL), until the next release resets it: a release that
+/// lands late on some masters costs a waiter about a per-node timeout, not a lease.
 ///
 /// Cheap to clone. Prefer the guard-returning calls ([`RLock::acquire`],
 /// [`RLock::try_acquire`]) in Rust code: the guard knows its owner, carries the fencing token and
@@ -490,7 +496,9 @@ impl RLock {
 
     /// Attempts until acquired, or until `wait` (if any) has passed while the lock is held by
     /// someone else. Between attempts it sleeps until a release is announced or the holder's
-    /// lease runs out, whichever comes first; after a split vote, a short jittered pause.
+    /// lease runs out, whichever comes first; after a split vote, a short jittered pause; once
+    /// a release was heard and a majority still names a holder, a recheck that starts at a
+    /// per-node timeout and doubles, until the next release restarts it.
     async fn acquire_waiting(
         &self,
         wait: Option<Duration>,
@@ -506,26 +514,41 @@ impl RLock {
         };
         let policy = inner.redlock.config().retry;
         let (mut retries, mut splits) = (0, 0);
-        let mut subscription = None;
+        let mut subscription: Option<Subscription> = None;
+        // Releases heard so far, and, once one was heard, how long to wait before looking
+        // again while a majority still names a holder (the release may not have reached every
+        // master yet).
+        let mut releases_seen = 0;
+        let mut recheck: Option<Duration> = None;
         loop {
             // Listen before trying, so a release between the attempt and the sleep still wakes us.
             let mut notified = subscription
                 .as_ref()
-                .map(|s: &crate::wakeup::Subscription| Box::pin(s.notify().notified()));
+                .map(|s| Box::pin(s.notify().notified()));
             if let Some(notified) = notified.as_mut() {
                 notified.as_mut().enable();
             }
-            let fallback = match attempt(inner, &target, mode).await {
+            let (fallback, rechecking) = match attempt(inner, &target, mode).await {
                 Ok(Outcome::Acquired(grant)) => return Ok(Some(grant)),
                 Ok(Outcome::Expired) => continue,
                 Ok(Outcome::Held { ttl }) => {
                     (retries, splits) = (0, 0);
-                    ttl
+                    let heard = subscription
+                        .as_ref()
+                        .map_or(0, Subscription::releases_heard);
+                    if heard > releases_seen {
+                        releases_seen = heard;
+                        recheck = Some(first_recheck(inner));
+                    }
+                    match recheck {
+                        Some(pause) if ttl.is_none_or(|ttl| pause < ttl) => (Some(pause), true),
+                        _ => (ttl, false),
+                    }
                 }
                 Ok(Outcome::Contended) => {
                     retries = 0;
                     splits += 1;
-                    Some(policy.delay(splits - 1))
+                    (Some(policy.delay(splits - 1)), false)
                 }
                 Err(err) if err.is_retryable() && retries < policy.retries => {
                     let pause = policy.delay(retries);
@@ -543,7 +566,9 @@ impl RLock {
             }
             if subscription.is_none() {
                 drop(notified);
-                subscription = Some(inner.wakeups.subscribe(target.channel()).await);
+                let joined = inner.wakeups.subscribe(target.channel()).await;
+                releases_seen = joined.releases_before_joining();
+                subscription = Some(joined);
                 continue; // try again now that releases reach us
             }
             let fallback = [fallback, left()].into_iter().flatten().min();
@@ -554,9 +579,25 @@ impl RLock {
                 }
             };
             tokio::select! {
+                biased;
                 () = async { if let Some(n) = notified { n.await } } => {}
-                () = sleep => {}
+                () = sleep => {
+                    if rechecking {
+                        recheck = recheck.map(|pause| pause.saturating_mul(2));
+                    }
+                }
             }
         }
     }
+}
+
+/// The first look again after a release that did not free the lock: 1 to 1.5 per-node
+/// timeouts (about the time a release on a slower master may take to land), jittered so that
+/// waiting clients do not look at once.
+fn first_recheck(inner: &Inner) -> Duration {
+    let node_timeout = inner
+        .redlock
+        .config()
+        .node_timeout_for(inner.watchdog.timeout());
+    node_timeout + node_timeout.mul_f64(fastrand::f64() / 2.0)
 }

@@ -50,6 +50,8 @@ struct ChannelState {
     notify: Arc<Notify>,
     waiters: usize,
     last_release: Option<Vec<u8>>,
+    /// Releases announced so far (each counted once, however many nodes announced it).
+    releases: u64,
     /// Which nodes confirmed the subscription, and how many (for waiters to await).
     subscribed_on: Vec<bool>,
     confirmed: watch::Sender<usize>,
@@ -61,6 +63,7 @@ impl ChannelState {
             notify: Arc::new(Notify::new()),
             waiters: 0,
             last_release: None,
+            releases: 0,
             subscribed_on: vec![false; nodes],
             confirmed: watch::Sender::new(0),
         }
@@ -82,6 +85,8 @@ pub(crate) struct Subscription {
     nodes: Vec<Arc<Changes>>,
     channel: String,
     notify: Arc<Notify>,
+    /// Releases the channel had heard when this waiter joined.
+    releases_before: u64,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -97,6 +102,20 @@ impl Subscription {
     /// when a node's subscription is (re)confirmed and waiters should look again.
     pub(crate) fn notify(&self) -> &Notify {
         &self.notify
+    }
+
+    /// How many releases of the lock this client has heard announced (each once, however many
+    /// nodes announced it). Compare with [`Subscription::releases_before_joining`] or an
+    /// earlier reading: no wake-up is needed to tell that a release came.
+    pub(crate) fn releases_heard(&self) -> u64 {
+        lock(&self.shared.channels)
+            .get(&self.channel)
+            .map_or(0, |state| state.releases)
+    }
+
+    /// How many releases the channel had heard when this waiter joined.
+    pub(crate) fn releases_before_joining(&self) -> u64 {
+        self.releases_before
     }
 }
 
@@ -174,7 +193,7 @@ impl Wakeups {
     ///
     /// Cancel safe: a dropped call leaves like a dropped [`Subscription`].
     pub(crate) async fn subscribe(&self, channel: &str) -> Subscription {
-        let (notify, mut confirmed, first) = {
+        let (notify, mut confirmed, first, releases_before) = {
             let mut channels = lock(&self.shared.channels);
             let state = channels
                 .entry(channel.to_owned())
@@ -184,6 +203,7 @@ impl Wakeups {
                 Arc::clone(&state.notify),
                 state.confirmed.subscribe(),
                 state.waiters == 1,
+                state.releases,
             )
         };
         let subscription = Subscription {
@@ -191,6 +211,7 @@ impl Wakeups {
             nodes: self.nodes.clone(),
             channel: channel.to_owned(),
             notify,
+            releases_before,
         };
         if first {
             for node in &self.nodes {
@@ -432,6 +453,7 @@ fn dispatch(shared: &Shared, message: &Msg) {
         return;
     }
     state.last_release = Some(release.to_vec());
+    state.releases += 1;
     state.notify.notify_one();
 }
 

@@ -10,10 +10,11 @@
 //! runtime left its registration renewed forever; after a fixed lease ran out, the owner's
 //! `lock()` answered `LockLost` until it called `unlock()`.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use redlock_reentrant::{Error, LockClient, LostReason, RetryPolicy};
-use redlock_tests::{eventually_async, seeded_rng, RedisCluster};
+use redlock_tests::{eventually_async, hashes, seeded_rng, RedisCluster};
 
 const WATCHDOG: Duration = Duration::from_millis(1500);
 const NODE_TIMEOUT: Duration = Duration::from_millis(100);
@@ -151,25 +152,45 @@ async fn an_unlock_dropped_at_any_point_still_releases() {
 async fn a_guard_unlock_dropped_while_waiting_for_its_hold_still_releases() {
     const KEY: &str = "redlock:guard-wait";
     let cluster = RedisCluster::start(5);
-    let holder = client(&cluster).await;
+    // A per-node timeout long enough to see the nested attempt hold the hold, below.
+    let holder = LockClient::builder()
+        .nodes(cluster.urls())
+        .watchdog_timeout(WATCHDOG)
+        .node_timeout(Duration::from_millis(400))
+        .retry(RetryPolicy::none())
+        .build()
+        .await
+        .expect("client");
     let owner = holder.new_owner();
     let lock = holder.get_lock("guard-wait").with_owner(&owner);
     let guard = lock.acquire().await.expect("guard");
 
-    // A nested lock() of the same owner takes a per-node timeout (node 4 is stopped) and has
-    // the hold meanwhile; the guard's unlock waits for it and is dropped while waiting.
+    // A nested lock() of the same owner waits out the per-node timeout (node 4 is stopped)
+    // and has the hold meanwhile; the guard's unlock waits for it and is dropped while
+    // waiting.
     cluster.stop(4);
     let nested = tokio::spawn({
         let lock = lock.clone();
         async move { lock.lock().await }
     });
-    // The nested attempt is in flight once the registration count is settled; give it the
-    // hold first: it asked first.
-    tokio::task::yield_now().await;
-    let unlocked = tokio::time::timeout(Duration::from_millis(10), guard.unlock()).await;
+    // The nested attempt has the hold once its grants landed on the running nodes.
+    let counted_twice = || {
+        hashes::<HashMap<String, u32>>(&cluster, KEY)
+            .iter()
+            .all(|hash| hash.values().eq([&2]))
+    };
+    assert!(
+        eventually_async(Duration::from_secs(1), counted_twice).await,
+        "the nested attempt's grants never landed"
+    );
+    let unlocked = tokio::time::timeout(Duration::from_millis(50), guard.unlock()).await;
     assert!(
         unlocked.is_err(),
         "still waiting when dropped: {unlocked:?}"
+    );
+    assert!(
+        !nested.is_finished(),
+        "the nested attempt had the hold all along (the guard's unlock was dropped waiting)"
     );
     nested.await.expect("task").expect("nested lock()");
     cluster.resume(4);

@@ -10,12 +10,13 @@
 //! connections outlived `shutdown()` and the client; one client-wide mutex was held across
 //! every node's subscribe timeout.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{LockClient, RetryPolicy};
 use redlock_tests::{
     client_connections, command_calls, eventually_async, kill_pubsub_clients, pubsub_clients,
-    reset_command_stats, subscribers, RedisCluster,
+    reset_command_stats, subscribers, Fault, FaultProxy, RedisCluster,
 };
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(200);
@@ -137,6 +138,92 @@ async fn a_killed_pubsub_connection_is_resubscribed_and_the_handover_stays_promp
         handover < Duration::from_secs(5),
         "woken by the message, not the 30 s fallback: {handover:?}"
     );
+}
+
+/// A release that reaches the masters at different times: node 0 applies it at once, nodes 1
+/// and 2 only once the holder's partitioned link to them heals. Node 0's announcement wakes
+/// the waiter, whose attempt nodes 1 and 2 refuse (still held). Before the fix the waiter then
+/// slept until its wait ran out (50 s here): the later announcements of the same release are
+/// not new releases. Now a waiter refused right after a release looks again after a per-node
+/// timeout (then twice as long each time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_reaches_a_majority_late_still_wakes_the_waiter() {
+    let cluster = RedisCluster::start(3);
+    let mut proxies = Vec::new();
+    for port in cluster.ports() {
+        let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        proxies.push(FaultProxy::start(upstream).await.expect("proxy"));
+    }
+    let holder = LockClient::builder()
+        .nodes(proxies.iter().map(FaultProxy::url))
+        .node_timeout(Duration::from_secs(3))
+        .build()
+        .await
+        .expect("holder client");
+    let waiting = client(&cluster).await;
+    let channel = "redlock:skewed:released";
+    // An explicit owner: the release below runs in a task of its own.
+    let owner = holder.new_owner();
+    let held = holder.get_lock("skewed").with_owner(&owner);
+    held.lock_with_lease(Duration::from_secs(60))
+        .await
+        .expect("held");
+    let attempts_on_node_1 = || {
+        let calls = command_calls(cluster.node(1));
+        calls.get("evalsha").copied().unwrap_or(0) + calls.get("eval").copied().unwrap_or(0)
+    };
+    reset_command_stats(cluster.node(1));
+    let waiter = tokio::spawn({
+        let lock = waiting.get_lock("skewed");
+        async move {
+            let got = lock.try_lock(Duration::from_secs(50), None).await;
+            let woke = Instant::now();
+            lock.unlock().await.expect("unlock");
+            (got, woke)
+        }
+    });
+    // The waiter tried before subscribing and once subscribed, and sleeps.
+    assert!(
+        eventually_async(Duration::from_secs(5), || attempts_on_node_1() >= 2
+            && numsub(&cluster, channel) == vec![1, 1, 1])
+        .await,
+        "subscribed: {:?}, attempts {}",
+        numsub(&cluster, channel),
+        attempts_on_node_1()
+    );
+    let asleep = attempts_on_node_1();
+    // The holder's requests to nodes 1 and 2 wait in the partition; only the waiter's attempts
+    // run there, and count.
+    for proxy in &proxies[1..] {
+        proxy.set(Fault::Blackhole);
+    }
+    let unlock = tokio::spawn({
+        let held = held.clone();
+        async move { held.unlock().await }
+    });
+    assert!(
+        eventually_async(Duration::from_secs(5), || attempts_on_node_1() > asleep).await,
+        "node 0's announcement never woke the waiter"
+    );
+    assert!(!waiter.is_finished(), "nodes 1 and 2 still hold the lock");
+    let healed = Instant::now();
+    for proxy in &proxies[1..] {
+        proxy.set(Fault::Pass);
+    }
+    unlock
+        .await
+        .expect("task")
+        .expect("unlock, late on two nodes");
+    let (got, woke) = waiter.await.expect("task");
+    assert!(got.expect("try_lock"), "the waiter got the lock");
+    let handover = woke.saturating_duration_since(healed);
+    eprintln!("hand-over after a release reached the majority late: {handover:?}");
+    assert!(
+        handover < Duration::from_secs(20),
+        "looked again soon after the release, not after its 50 s wait: {handover:?}"
+    );
+    holder.shutdown().await;
+    waiting.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,11 +27,43 @@ pub(crate) enum Took {
     Failed(Error),
 }
 
-/// How a release call ended.
+/// How a release call ended: what the model needs of its answer, kept so that the outcomes
+/// of two releases running at once can be tried in either order.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Released {
-    Done(Result<(), Error>),
+    Ok,
+    NoQuorum(String),
+    LockLost(String),
+    NotOwner(String),
+    /// Any other answer, as the library put it.
+    Other(String),
     /// Dropped before it answered: it completes in the background.
     Dropped,
+}
+
+impl Released {
+    pub(crate) fn of(answer: Result<(), Error>) -> Self {
+        match answer {
+            Ok(()) => Self::Ok,
+            Err(err @ Error::NoQuorum { .. }) => Self::NoQuorum(err.to_string()),
+            Err(err @ Error::LockLost { .. }) => Self::LockLost(err.to_string()),
+            Err(err @ Error::NotOwner { .. }) => Self::NotOwner(err.to_string()),
+            Err(err) => Self::Other(format!("{err:?}")),
+        }
+    }
+}
+
+impl std::fmt::Display for Released {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Ok => f.write_str("released"),
+            Self::Dropped => f.write_str("dropped"),
+            Self::NoQuorum(text)
+            | Self::LockLost(text)
+            | Self::NotOwner(text)
+            | Self::Other(text) => f.write_str(text),
+        }
+    }
 }
 
 /// One owner's hold of one lock, as the model sees it.
@@ -85,6 +117,7 @@ enum Plan {
     Lost(LostReason),
 }
 
+#[derive(Clone)]
 pub(crate) struct Model {
     pub(crate) holds: [[Hold; LOCKS]; ACTORS],
     last_token: [u64; LOCKS],
@@ -377,6 +410,38 @@ impl Model {
         outcome_applied
     }
 
+    /// `RLock::unlock` and a guard's `unlock` (its generation and lease) of one owner's hold
+    /// ran at once: the hold serialises them in some order, so the outcomes must fit one of
+    /// the two.
+    pub(crate) fn released_together(
+        &mut self,
+        actor: usize,
+        lock: usize,
+        guard: (u64, Lease),
+        by_owner: &Released,
+        by_guard: &Released,
+    ) -> Result<(), String> {
+        // A loss signalled before either answer is judged once, as the hold stood: the order
+        // that ends the hold first would otherwise drop it unexamined.
+        self.clone().observe(actor, lock)?;
+        let mut owner_first = self.clone();
+        let first = owner_first
+            .released(actor, lock, None, by_owner.clone())
+            .and_then(|()| owner_first.released(actor, lock, Some(guard), by_guard.clone()));
+        let Err(owner_first_violation) = first else {
+            *self = owner_first;
+            return Ok(());
+        };
+        self.released(actor, lock, Some(guard), by_guard.clone())
+            .and_then(|()| self.released(actor, lock, None, by_owner.clone()))
+            .map_err(|guard_first_violation| {
+                format!(
+                    "fits neither order: the owner's first: {owner_first_violation}; \
+                     the guard's first: {guard_first_violation}"
+                )
+            })
+    }
+
     fn release_outcome(
         &mut self,
         actor: usize,
@@ -389,17 +454,16 @@ impl Model {
         let stale = guard.is_some_and(|(generation, _)| generation != hold.generation);
         if hold.count == 0 || stale {
             return match outcome {
-                Released::Done(Err(Error::NotOwner { .. } | Error::LockLost { .. }))
-                | Released::Dropped => Ok(()),
-                Released::Done(other) => Err(format!(
+                Released::NotOwner(_) | Released::LockLost(_) | Released::Dropped => Ok(()),
+                other => Err(format!(
                     "a{actor} l{lock}: a release of nothing answered {other:?}"
                 )),
             };
         }
         if let Some(reason) = hold.lost {
             let unwound = match outcome {
-                Released::Done(Err(Error::LockLost { .. })) | Released::Dropped => true,
-                Released::Done(other) => {
+                Released::LockLost(_) | Released::Dropped => true,
+                other => {
                     return Err(format!(
                         "a{actor} l{lock}: a release of a hold lost ({reason:?}) answered {other:?}"
                     ))
@@ -427,7 +491,7 @@ impl Model {
             }
         };
         match outcome {
-            Released::Done(Ok(())) => {
+            Released::Ok => {
                 if finishes_pending {
                     let_go(hold);
                     hold.pending_unlock = false;
@@ -438,7 +502,7 @@ impl Model {
                 hold.pending_unlock &= hold.count > 0;
                 Ok(())
             }
-            Released::Done(Err(Error::NoQuorum { .. })) if disturbed => {
+            Released::NoQuorum(_) if disturbed => {
                 if guard.is_some() {
                     // Given up: the rest of the hold is lost.
                     hold.disturbed = true;
@@ -448,7 +512,7 @@ impl Model {
                 }
                 Ok(())
             }
-            Released::Done(Err(Error::LockLost { .. })) => {
+            Released::LockLost(_) => {
                 // Lost meanwhile: the signal must say so.
                 self.observe(actor, lock)?;
                 let hold = &mut self.holds[actor][lock];
@@ -475,7 +539,7 @@ impl Model {
                 self.linger(lock, Duration::from_millis(300));
                 Ok(())
             }
-            Released::Done(other) => Err(format!(
+            other => Err(format!(
                 "a{actor} l{lock}: a release of a live hold of {} answered {other:?}",
                 hold.count
             )),

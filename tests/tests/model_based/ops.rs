@@ -71,6 +71,14 @@ pub(crate) enum Step {
         pick: usize,
         after_us: u64,
     },
+    /// A nested `lock()` on the lock of the actor's `pick`-th guard, then the actor's
+    /// `RLock::unlock` and that guard's `unlock` at once, each dropped after `after_us` if
+    /// unanswered: two handles of one hold, serialised by the hold.
+    ReleaseTogether {
+        actor: usize,
+        pick: usize,
+        after_us: u64,
+    },
     /// Drops a guard, on a runtime thread or on a thread with no runtime.
     GuardDrop {
         actor: usize,
@@ -95,6 +103,11 @@ pub(crate) enum Step {
     Resume {
         node: usize,
     },
+    /// Pauses every node but `spared` at once: a majority gone, so that releases, renewals
+    /// and acquisitions in the window miss it (each node comes back with its own `Resume`).
+    PauseMajority {
+        spared: usize,
+    },
     /// `CLIENT KILL TYPE pubsub` on every node.
     KillPubSub,
     /// Kill a node and restart it empty once every lease it granted has run out (a delayed
@@ -107,10 +120,19 @@ pub(crate) enum Step {
     },
 }
 
-/// What generation needs to know: which nodes are paused.
+/// What generation needs to know: which nodes are paused, and the hold the last steps were
+/// about.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Drawn {
     pub(crate) paused: [bool; NODES],
+    /// The actor and lock of the latest step that named them: the next steps often come back
+    /// to the same hold, so that operations on one hold compose (an unlock behind a release
+    /// still in flight, a nested acquisition after a failed unlock), which independent draws
+    /// would rarely line up.
+    pub(crate) focus: Option<(usize, usize)>,
+    /// The last step dropped a release while a node was paused: it goes on in the background
+    /// (a per-node timeout or more), holding its hold, and what comes next on that hold waits.
+    pub(crate) release_lingers: bool,
 }
 
 impl Drawn {
@@ -260,7 +282,16 @@ impl ReferenceStateMachine for Sequences {
                     .boxed(),
             ));
         } else {
+            steps.push((
+                2,
+                node.clone()
+                    .prop_map(|spared| Step::PauseMajority { spared })
+                    .boxed(),
+            ));
             steps.push((1, node.prop_map(|node| Step::RestartEmpty { node }).boxed()));
+        }
+        if let Some((actor, lock)) = state.focus {
+            steps.extend(same_hold(actor, lock, state.release_lingers));
         }
         proptest::strategy::Union::new_weighted(steps).boxed()
     }
@@ -269,7 +300,7 @@ impl ReferenceStateMachine for Sequences {
         match step {
             Step::Pause { node } => !state.paused[*node] && state.paused_count() < 2,
             Step::Resume { node } => state.paused[*node],
-            Step::RestartEmpty { .. } => state.paused_count() == 0,
+            Step::RestartEmpty { .. } | Step::PauseMajority { .. } => state.paused_count() == 0,
             _ => true,
         }
     }
@@ -278,8 +309,97 @@ impl ReferenceStateMachine for Sequences {
         match step {
             Step::Pause { node } => state.paused[*node] = true,
             Step::Resume { node } => state.paused[*node] = false,
+            Step::PauseMajority { spared } => {
+                for node in (0..NODES).filter(|node| node != spared) {
+                    state.paused[node] = true;
+                }
+            }
             _ => {}
         }
+        state.focus = focus_of(step, state.focus);
+        state.release_lingers = state.paused_count() >= 1
+            && matches!(
+                step,
+                Step::CancelUnlock { .. }
+                    | Step::CancelGuardUnlock { .. }
+                    | Step::ReleaseTogether { .. }
+            );
         state
     }
+}
+
+/// The hold a step is about, if it names one (a guard's step names only its actor, and keeps
+/// the lock in focus).
+fn focus_of(step: &Step, focus: Option<(usize, usize)>) -> Option<(usize, usize)> {
+    match *step {
+        Step::Acquire { actor, lock, .. }
+        | Step::CancelAcquire { actor, lock, .. }
+        | Step::Unlock { actor, lock }
+        | Step::CancelUnlock { actor, lock, .. }
+        | Step::ForceUnlock { actor, lock }
+        | Step::Query { actor, lock } => Some((actor, lock)),
+        Step::GuardUnlock { actor, .. }
+        | Step::CancelGuardUnlock { actor, .. }
+        | Step::ReleaseTogether { actor, .. }
+        | Step::GuardDrop { actor, .. } => Some((actor, focus.map_or(0, |(_, lock)| lock))),
+        _ => focus,
+    }
+}
+
+/// Steps that come back to the hold in focus, with their weights; behind a release that
+/// lingers, often another release of the same owner, dropped while it waits.
+fn same_hold(actor: usize, lock: usize, release_lingers: bool) -> Vec<(u32, BoxedStrategy<Step>)> {
+    let after_us = 0u64..120_000;
+    let behind = if release_lingers { 8 } else { 1 };
+    vec![
+        (
+            8,
+            (lease(), api())
+                .prop_map(move |(lease, api)| Step::Acquire {
+                    actor,
+                    lock,
+                    lease,
+                    api,
+                })
+                .boxed(),
+        ),
+        (5, Just(Step::Unlock { actor, lock }).boxed()),
+        (
+            3 * behind,
+            after_us
+                .clone()
+                .prop_map(move |after_us| Step::CancelUnlock {
+                    actor,
+                    lock,
+                    after_us,
+                })
+                .boxed(),
+        ),
+        (
+            3,
+            (0usize..4)
+                .prop_map(move |pick| Step::GuardUnlock { actor, pick })
+                .boxed(),
+        ),
+        (
+            3 * behind,
+            (0usize..4, after_us)
+                .prop_map(move |(pick, after_us)| Step::CancelGuardUnlock {
+                    actor,
+                    pick,
+                    after_us,
+                })
+                .boxed(),
+        ),
+        (
+            6,
+            (0usize..4, prop_oneof![0u64..3_000, 0u64..120_000])
+                .prop_map(move |(pick, after_us)| Step::ReleaseTogether {
+                    actor,
+                    pick,
+                    after_us,
+                })
+                .boxed(),
+        ),
+    ]
 }

@@ -193,6 +193,11 @@ impl System {
                 pick,
                 outside_runtime,
             } => self.guard_drop(actor, pick, outside_runtime),
+            Step::ReleaseTogether {
+                actor,
+                pick,
+                after_us,
+            } => self.release_together(actor, pick, Duration::from_micros(after_us)),
             Step::ForceUnlock { actor, lock } => {
                 // Its own client's holders are told before anything is sent.
                 self.model.forced(lock);
@@ -235,6 +240,14 @@ impl System {
                 self.model.fault_begins();
                 self.cluster.stop(node);
                 self.paused[node] = true;
+                Ok(String::new())
+            }
+            Step::PauseMajority { spared } => {
+                for node in (0..NODES).filter(|node| *node != spared) {
+                    self.model.fault_begins();
+                    self.cluster.stop(node);
+                    self.paused[node] = true;
+                }
                 Ok(String::new())
             }
             Step::Resume { node } => {
@@ -338,27 +351,29 @@ impl System {
         cancel_after: Option<Duration>,
     ) -> Result<String, String> {
         let outcome = self.as_actor(actor, lock, move |rlock| async move {
-            match cancel_after {
-                Some(after) => match tokio::time::timeout(after, rlock.unlock()).await {
-                    Ok(done) => Released::Done(done),
-                    Err(_) => Released::Dropped,
-                },
-                None => Released::Done(rlock.unlock().await),
-            }
+            release_within(cancel_after, rlock.unlock()).await
         })?;
-        let seen = describe_release(&outcome);
+        let seen = outcome.to_string();
         self.model.released(actor, lock, None, outcome)?;
         Ok(seen)
     }
 
-    fn take_guard(&mut self, actor: usize, pick: usize) -> Option<Kept> {
+    /// Where the `pick`-th of the actor's guards (modulo how many it has) is kept.
+    fn guard_index(&self, actor: usize, pick: usize) -> Option<usize> {
         let mine: Vec<usize> = (0..self.guards.len())
             .filter(|i| self.guards[*i].actor == actor)
             .collect();
-        if mine.is_empty() {
-            return None;
-        }
-        Some(self.guards.remove(mine[pick % mine.len()]))
+        (!mine.is_empty()).then(|| mine[pick % mine.len()])
+    }
+
+    fn guard_of(&self, actor: usize, pick: usize) -> Option<&Kept> {
+        self.guard_index(actor, pick)
+            .map(|index| &self.guards[index])
+    }
+
+    fn take_guard(&mut self, actor: usize, pick: usize) -> Option<Kept> {
+        self.guard_index(actor, pick)
+            .map(|index| self.guards.remove(index))
     }
 
     fn guard_unlock(
@@ -374,20 +389,12 @@ impl System {
         let outcome = self
             .runtime()
             .block_on(async move {
-                let unlocked = async move {
-                    match cancel_after {
-                        Some(after) => match tokio::time::timeout(after, guard.unlock()).await {
-                            Ok(done) => Released::Done(done),
-                            Err(_) => Released::Dropped,
-                        },
-                        None => Released::Done(guard.unlock().await),
-                    }
-                };
+                let unlocked = release_within(cancel_after, guard.unlock());
                 tokio::time::timeout(STEP_LIMIT, tokio::spawn(unlocked)).await
             })
             .map_err(|_| "a guard's unlock hung".to_owned())?
             .map_err(|_| "a guard's unlock panicked".to_owned())?;
-        let seen = describe_release(&outcome);
+        let seen = outcome.to_string();
         self.model.released(
             kept.actor,
             kept.lock,
@@ -395,6 +402,41 @@ impl System {
             outcome,
         )?;
         Ok(format!("l{}: {seen}", kept.lock))
+    }
+
+    /// A nested `lock()` on the lock of one of the actor's guards, then the actor's
+    /// `RLock::unlock` and that guard's `unlock` started at once from the actor's task, each
+    /// dropped after `after` if still unanswered: two handles of one hold, serialised by it.
+    fn release_together(
+        &mut self,
+        actor: usize,
+        pick: usize,
+        after: Duration,
+    ) -> Result<String, String> {
+        let Some(lock) = self.guard_of(actor, pick).map(|kept| kept.lock) else {
+            return Ok("no guard".into());
+        };
+        let nested = self.acquire(actor, lock, Lease::Watchdog, Api::Lock, None)?;
+        let Some(kept) = self.take_guard(actor, pick) else {
+            return Ok(format!("{nested}; the guard is gone"));
+        };
+        let guard = kept.guard;
+        let (by_owner, by_guard) = self.as_actor(actor, lock, move |rlock| async move {
+            let by_guard = tokio::spawn(release_within(Some(after), guard.unlock()));
+            let by_owner = release_within(Some(after), rlock.unlock()).await;
+            (by_owner, by_guard.await)
+        })?;
+        let by_guard = by_guard.map_err(|_| "a guard's unlock panicked".to_owned())?;
+        self.model.released_together(
+            actor,
+            lock,
+            (kept.generation, kept.lease),
+            &by_owner,
+            &by_guard,
+        )?;
+        Ok(format!(
+            "{nested}; then at once: the owner's {by_owner}, the guard's {by_guard}"
+        ))
     }
 
     fn guard_drop(
@@ -701,10 +743,16 @@ fn describe(took: &Took) -> String {
     }
 }
 
-fn describe_release(released: &Released) -> String {
-    match released {
-        Released::Done(Ok(())) => "released".into(),
-        Released::Done(Err(err)) => format!("{err}"),
-        Released::Dropped => "dropped".into(),
+/// Runs a release, dropped after `cancel_after` if it has not answered by then.
+async fn release_within(
+    cancel_after: Option<Duration>,
+    release: impl Future<Output = Result<(), redlock_reentrant::Error>>,
+) -> Released {
+    match cancel_after {
+        Some(after) => match tokio::time::timeout(after, release).await {
+            Ok(done) => Released::of(done),
+            Err(_) => Released::Dropped,
+        },
+        None => Released::of(release.await),
     }
 }
