@@ -76,6 +76,9 @@ pub struct WorkerSpec {
     pub wait: Duration,
     /// The work under the lock, drawn uniformly from this range.
     pub hold: (Duration, Duration),
+    /// One cycle in `N` holds for a duration drawn from this range instead of [`hold`](Self::hold)
+    /// (`N` 0: never): cycles that outlast a renewal among many that do not.
+    pub long_hold: (u32, (Duration, Duration)),
     /// The pause between cycles, drawn uniformly from this range.
     pub think: (Duration, Duration),
     /// Reentrant depth: each cycle takes 1 to this many holds.
@@ -110,6 +113,7 @@ impl WorkerSpec {
             retries: None,
             wait: lease * 2,
             hold: (Duration::from_millis(1), Duration::from_millis(30)),
+            long_hold: (0, (Duration::ZERO, Duration::ZERO)),
             think: (Duration::ZERO, Duration::from_millis(10)),
             max_depth: 3,
             tasks: 1,
@@ -148,6 +152,10 @@ impl WorkerSpec {
             ("--lease-ms", ms(self.lease)),
             ("--wait-ms", ms(self.wait)),
             ("--hold-ms", range(self.hold)),
+            (
+                "--long-hold",
+                format!("{}:{}", self.long_hold.0, range(self.long_hold.1)),
+            ),
             ("--think-ms", range(self.think)),
             ("--max-depth", self.max_depth.to_string()),
             ("--tasks", self.tasks.to_string()),
@@ -214,6 +222,11 @@ impl WorkerSpec {
                 "--retries" => spec.retries = Some(small(&value)?),
                 "--wait-ms" => spec.wait = ms(&value)?,
                 "--hold-ms" => spec.hold = range(&value)?,
+                "--long-hold" => {
+                    let (one_in, hold) =
+                        value.split_once(':').ok_or_else(|| bad("not N:LOW-HIGH"))?;
+                    spec.long_hold = (small(one_in)?, range(hold)?);
+                }
                 "--think-ms" => spec.think = range(&value)?,
                 "--max-depth" => spec.max_depth = small(&value)?.max(1),
                 "--tasks" => spec.tasks = small(&value)?.max(1),
@@ -254,6 +267,7 @@ mod tests {
         spec.cancel_within = Some(Duration::from_millis(40));
         spec.sabotage = Some(Sabotage::SkipValidity);
         spec.hold = (Duration::from_millis(5), Duration::from_millis(9));
+        spec.long_hold = (10, (Duration::from_millis(110), Duration::from_millis(160)));
         spec.locks = 4;
         assert_eq!(WorkerSpec::parse(spec.to_args()), Ok(spec));
     }

@@ -50,7 +50,7 @@ impl Worker {
             if let (Some(outer), Some(resource)) = (guards.first(), resource.as_mut()) {
                 self.work(&name, outer, resource).await;
             } else if !guards.is_empty() {
-                self.sleep(self.args.hold).await;
+                self.hold().await;
             }
             self.release(&name, guards, watching).await;
             self.sleep(self.args.think).await;
@@ -166,7 +166,7 @@ impl Worker {
                 std::process::exit(2);
             }
         };
-        self.sleep(self.args.hold).await;
+        self.hold().await;
         if outer.is_lost() {
             return;
         }
@@ -248,6 +248,18 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// The work under the lock: usually [`hold`](WorkerSpec::hold), one cycle in `N`
+    /// [`long_hold`](WorkerSpec::long_hold).
+    async fn hold(&mut self) {
+        let (one_in, long) = self.args.long_hold;
+        let range = if one_in > 0 && self.rng.u32(..one_in) == 0 {
+            long
+        } else {
+            self.args.hold
+        };
+        self.sleep(range).await;
     }
 
     async fn sleep(&mut self, range: (Duration, Duration)) {

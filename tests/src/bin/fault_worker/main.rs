@@ -7,8 +7,8 @@
 //! history (`redlock_tests::History`, protocol in `redlock_tests::history`):
 //!
 //! - `--mode fenced`: the lock `fenced` (or one of `--locks` such locks); under it, a fenced
-//!   read of that lock's counter at `--resource`, `--hold-ms` of work, and a fenced write of
-//!   the value read plus one.
+//!   read of that lock's counter at `--resource`, `--hold-ms` of work (one cycle in `N`
+//!   `--long-hold N:LOW-HIGH` instead), and a fenced write of the value read plus one.
 //! - `--mode cycles`: a new lock name every cycle and no resource (short leases, many cycles:
 //!   each name is renewed only while held, which the history shows).
 //!
