@@ -514,30 +514,37 @@ impl RLock {
         };
         let policy = inner.redlock.config().retry;
         let (mut retries, mut splits) = (0, 0);
-        let mut subscription: Option<Subscription> = None;
-        // Releases heard so far, and, once one was heard, how long to wait before looking
-        // again while a majority still names a holder (the release may not have reached every
-        // master yet).
-        let mut releases_seen = 0;
+        let mut waiting = Waiting::default();
+        // Once a release was heard, how long to wait before looking again while a majority
+        // still names a holder (the release may not have reached every master yet).
         let mut recheck: Option<Duration> = None;
+        let mut previous_start: Option<Instant> = None;
         loop {
             // Listen before trying, so a release between the attempt and the sleep still wakes us.
-            let mut notified = subscription
+            let mut notified = waiting
+                .subscription
                 .as_ref()
                 .map(|s| Box::pin(s.notify().notified()));
             if let Some(notified) = notified.as_mut() {
                 notified.as_mut().enable();
             }
+            let started = Instant::now();
+            // A release heard since the previous attempt started (by any waiter of this client)
+            // may not have reached the masters that refuse this attempt yet.
+            let since = previous_start.replace(started).unwrap_or(started);
             let (fallback, rechecking) = match attempt(inner, &target, mode).await {
-                Ok(Outcome::Acquired(grant)) => return Ok(Some(grant)),
+                Ok(Outcome::Acquired(grant)) => {
+                    waiting.owes_wakeup = false;
+                    return Ok(Some(grant));
+                }
                 Ok(Outcome::Expired) => continue,
                 Ok(Outcome::Held { ttl }) => {
                     (retries, splits) = (0, 0);
-                    let heard = subscription
+                    let heard = waiting
+                        .subscription
                         .as_ref()
-                        .map_or(0, Subscription::releases_heard);
-                    if heard > releases_seen {
-                        releases_seen = heard;
+                        .and_then(Subscription::last_release_heard);
+                    if heard.is_some_and(|heard| heard >= since) {
                         recheck = Some(first_recheck(inner));
                     }
                     match recheck {
@@ -564,11 +571,9 @@ impl RLock {
             if left() == Some(Duration::ZERO) {
                 return Ok(None);
             }
-            if subscription.is_none() {
+            if waiting.subscription.is_none() {
                 drop(notified);
-                let joined = inner.wakeups.subscribe(target.channel()).await;
-                releases_seen = joined.releases_before_joining();
-                subscription = Some(joined);
+                waiting.subscription = Some(inner.wakeups.subscribe(target.channel()).await);
                 continue; // try again now that releases reach us
             }
             let fallback = [fallback, left()].into_iter().flatten().min();
@@ -580,13 +585,33 @@ impl RLock {
             };
             tokio::select! {
                 biased;
-                () = async { if let Some(n) = notified { n.await } } => {}
+                () = async { if let Some(n) = notified { n.await } } => {
+                    waiting.owes_wakeup = true;
+                }
                 () = sleep => {
                     if rechecking {
                         recheck = recheck.map(|pause| pause.saturating_mul(2));
                     }
                 }
             }
+        }
+    }
+}
+
+/// A waiter's subscription, and whether it took a wake-up that it has not turned into a grant.
+/// A release wakes one waiter of this client; if that waiter then leaves without the lock (its
+/// wait ran out, it failed, or it was dropped), the wake-up goes on to the next one, so the
+/// others do not sleep through a release that freed the lock.
+#[derive(Default)]
+struct Waiting {
+    subscription: Option<Subscription>,
+    owes_wakeup: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let (true, Some(subscription)) = (self.owes_wakeup, &self.subscription) {
+            subscription.notify().notify_one();
         }
     }
 }

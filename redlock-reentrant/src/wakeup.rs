@@ -17,6 +17,7 @@ use redlock_core::redis::aio::{PubSubSink, PubSubStream};
 use redlock_core::redis::{Client, Msg};
 use redlock_core::{NodeAddress, NodeSet};
 use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The release messages of every lock some local task waits for.
@@ -50,8 +51,8 @@ struct ChannelState {
     notify: Arc<Notify>,
     waiters: usize,
     last_release: Option<Vec<u8>>,
-    /// Releases announced so far (each counted once, however many nodes announced it).
-    releases: u64,
+    /// When the last release was first announced (its copies from other nodes do not count).
+    last_release_at: Option<Instant>,
     /// Which nodes confirmed the subscription, and how many (for waiters to await).
     subscribed_on: Vec<bool>,
     confirmed: watch::Sender<usize>,
@@ -63,7 +64,7 @@ impl ChannelState {
             notify: Arc::new(Notify::new()),
             waiters: 0,
             last_release: None,
-            releases: 0,
+            last_release_at: None,
             subscribed_on: vec![false; nodes],
             confirmed: watch::Sender::new(0),
         }
@@ -85,8 +86,6 @@ pub(crate) struct Subscription {
     nodes: Vec<Arc<Changes>>,
     channel: String,
     notify: Arc<Notify>,
-    /// Releases the channel had heard when this waiter joined.
-    releases_before: u64,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -104,18 +103,13 @@ impl Subscription {
         &self.notify
     }
 
-    /// How many releases of the lock this client has heard announced (each once, however many
-    /// nodes announced it). Compare with [`Subscription::releases_before_joining`] or an
-    /// earlier reading: no wake-up is needed to tell that a release came.
-    pub(crate) fn releases_heard(&self) -> u64 {
+    /// When this client last heard a release of the lock announced (by the first node that
+    /// announced it), whichever of its waiters was woken: no wake-up is needed to tell that a
+    /// release came.
+    pub(crate) fn last_release_heard(&self) -> Option<Instant> {
         lock(&self.shared.channels)
             .get(&self.channel)
-            .map_or(0, |state| state.releases)
-    }
-
-    /// How many releases the channel had heard when this waiter joined.
-    pub(crate) fn releases_before_joining(&self) -> u64 {
-        self.releases_before
+            .and_then(|state| state.last_release_at)
     }
 }
 
@@ -193,7 +187,7 @@ impl Wakeups {
     ///
     /// Cancel safe: a dropped call leaves like a dropped [`Subscription`].
     pub(crate) async fn subscribe(&self, channel: &str) -> Subscription {
-        let (notify, mut confirmed, first, releases_before) = {
+        let (notify, mut confirmed, first) = {
             let mut channels = lock(&self.shared.channels);
             let state = channels
                 .entry(channel.to_owned())
@@ -203,7 +197,6 @@ impl Wakeups {
                 Arc::clone(&state.notify),
                 state.confirmed.subscribe(),
                 state.waiters == 1,
-                state.releases,
             )
         };
         let subscription = Subscription {
@@ -211,7 +204,6 @@ impl Wakeups {
             nodes: self.nodes.clone(),
             channel: channel.to_owned(),
             notify,
-            releases_before,
         };
         if first {
             for node in &self.nodes {
@@ -453,7 +445,7 @@ fn dispatch(shared: &Shared, message: &Msg) {
         return;
     }
     state.last_release = Some(release.to_vec());
-    state.releases += 1;
+    state.last_release_at = Some(Instant::now());
     state.notify.notify_one();
 }
 
