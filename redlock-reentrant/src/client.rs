@@ -96,12 +96,15 @@ impl Inner {
     /// `unlock`'s own retries and a caller's prompt retry after an error. It counts from when a
     /// node ran the release, so a node that was paused remembers it for as long after resuming.
     pub(crate) fn latch_ttl(&self) -> Duration {
-        (self
-            .redlock
+        (self.node_timeout() * 10).max(Duration::from_secs(1))
+    }
+
+    /// The per-node request timeout for a lock on the watchdog's lease (the configured one,
+    /// or the default share of that lease).
+    pub(crate) fn node_timeout(&self) -> Duration {
+        self.redlock
             .config()
             .node_timeout_for(self.watchdog.timeout())
-            * 10)
-            .max(Duration::from_secs(1))
     }
 }
 

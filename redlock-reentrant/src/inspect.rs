@@ -27,10 +27,7 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
     inner.check_open()?;
     inner.check_request(&target.name, inner.watchdog.timeout())?;
     let call = INSPECT.call().key(target.key()).arg(target.owner());
-    let timeout = inner
-        .redlock
-        .config()
-        .node_timeout_for(inner.watchdog.timeout());
+    let timeout = inner.node_timeout();
     let mut fan: FanOut<(i64, i64, i64)> = inner.redlock.nodes().run_script(&call, timeout).await;
     if let Some(found) = fan.wrong_type() {
         return Err(Error::WrongType {

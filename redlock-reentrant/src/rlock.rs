@@ -620,9 +620,6 @@ impl Drop for Waiting {
 /// timeouts (about the time a release on a slower master may take to land), jittered so that
 /// waiting clients do not look at once.
 fn first_recheck(inner: &Inner) -> Duration {
-    let node_timeout = inner
-        .redlock
-        .config()
-        .node_timeout_for(inner.watchdog.timeout());
+    let node_timeout = inner.node_timeout();
     node_timeout + node_timeout.mul_f64(fastrand::f64() / 2.0)
 }

@@ -239,7 +239,7 @@ impl InFlight {
         let inner = Arc::clone(&self.inner);
         let target = self.target.clone();
         let config = inner.redlock.config();
-        let timeout = config.node_timeout_for(inner.watchdog.timeout());
+        let timeout = inner.node_timeout();
         let latch = format!("{}:unlock:{}", target.key(), self.plan.request);
         #[cfg(feature = "sabotage")]
         let unlock_script: &redlock_core::LockScript = if crate::sabotage::release_without_compare()
@@ -372,7 +372,7 @@ fn spawn_or_else<T, F>(
 /// hold, so this owner's next acquisition is sent after the deletion on every node's connection.
 async fn abandon(inner: &Inner, target: &Target) {
     let config = inner.redlock.config();
-    let timeout = config.node_timeout_for(inner.watchdog.timeout());
+    let timeout = inner.node_timeout();
     let call = ABANDON
         .call()
         .arg(inner.request_id())
@@ -407,10 +407,7 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
         .arg(target.channel())
         .arg(inner.request_id())
         .by_source();
-    let timeout = inner
-        .redlock
-        .config()
-        .node_timeout_for(inner.watchdog.timeout());
+    let timeout = inner.node_timeout();
     let mut fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
     if fan.answered() < fan.quorum() {
         return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
@@ -422,10 +419,7 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
 /// nesting depth, in batches per node like renewal. Every holder is told first.
 pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
     // Batches of hundreds of locks get the renewal batches' timeout, not one lock's.
-    let node_timeout = inner
-        .redlock
-        .config()
-        .node_timeout_for(inner.watchdog.timeout());
+    let node_timeout = inner.node_timeout();
     let timeout = inner.watchdog.config().renew_request_timeout(node_timeout);
     let mut held = Vec::new();
     for key in inner.holds.keys() {

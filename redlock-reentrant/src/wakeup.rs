@@ -50,9 +50,9 @@ struct Shared {
 struct ChannelState {
     notify: Arc<Notify>,
     waiters: usize,
-    last_release: Option<Vec<u8>>,
-    /// When the last release was first announced (its copies from other nodes do not count).
-    last_release_at: Option<Instant>,
+    /// The last release announced, and when its first copy came (the copies other nodes
+    /// announce of the same release are ignored).
+    last_release: Option<(Vec<u8>, Instant)>,
     /// Which nodes confirmed the subscription, and how many (for waiters to await).
     subscribed_on: Vec<bool>,
     confirmed: watch::Sender<usize>,
@@ -64,7 +64,6 @@ impl ChannelState {
             notify: Arc::new(Notify::new()),
             waiters: 0,
             last_release: None,
-            last_release_at: None,
             subscribed_on: vec![false; nodes],
             confirmed: watch::Sender::new(0),
         }
@@ -109,7 +108,7 @@ impl Subscription {
     pub(crate) fn last_release_heard(&self) -> Option<Instant> {
         lock(&self.shared.channels)
             .get(&self.channel)
-            .and_then(|state| state.last_release_at)
+            .and_then(|state| state.last_release.as_ref().map(|(_, heard)| *heard))
     }
 }
 
@@ -441,11 +440,14 @@ fn dispatch(shared: &Shared, message: &Msg) {
         return;
     };
     let release = message.get_payload_bytes();
-    if state.last_release.as_deref() == Some(release) {
+    if state
+        .last_release
+        .as_ref()
+        .is_some_and(|(last, _)| last.as_slice() == release)
+    {
         return;
     }
-    state.last_release = Some(release.to_vec());
-    state.last_release_at = Some(Instant::now());
+    state.last_release = Some((release.to_vec(), Instant::now()));
     state.notify.notify_one();
 }
 

@@ -20,10 +20,14 @@ const WATCHDOG: Duration = Duration::from_millis(1500);
 const NODE_TIMEOUT: Duration = Duration::from_millis(100);
 
 async fn client(cluster: &RedisCluster) -> LockClient {
+    client_with_node_timeout(cluster, NODE_TIMEOUT).await
+}
+
+async fn client_with_node_timeout(cluster: &RedisCluster, node_timeout: Duration) -> LockClient {
     LockClient::builder()
         .nodes(cluster.urls())
         .watchdog_timeout(WATCHDOG)
-        .node_timeout(NODE_TIMEOUT)
+        .node_timeout(node_timeout)
         .retry(RetryPolicy::none())
         .build()
         .await
@@ -153,14 +157,7 @@ async fn a_guard_unlock_dropped_while_waiting_for_its_hold_still_releases() {
     const KEY: &str = "redlock:guard-wait";
     let cluster = RedisCluster::start(5);
     // A per-node timeout long enough to see the nested attempt hold the hold, below.
-    let holder = LockClient::builder()
-        .nodes(cluster.urls())
-        .watchdog_timeout(WATCHDOG)
-        .node_timeout(Duration::from_millis(400))
-        .retry(RetryPolicy::none())
-        .build()
-        .await
-        .expect("client");
+    let holder = client_with_node_timeout(&cluster, Duration::from_millis(400)).await;
     let owner = holder.new_owner();
     let lock = holder.get_lock("guard-wait").with_owner(&owner);
     let guard = lock.acquire().await.expect("guard");
@@ -400,14 +397,7 @@ async fn a_force_unlock_overlapping_an_acquisition_in_the_same_client_leaves_no_
     // not come back as a hold nobody holds.
     const KEY: &str = "redlock:forced-race";
     let cluster = RedisCluster::start(3);
-    let holder = LockClient::builder()
-        .nodes(cluster.urls())
-        .watchdog_timeout(WATCHDOG)
-        .node_timeout(Duration::from_millis(300))
-        .retry(RetryPolicy::none())
-        .build()
-        .await
-        .expect("client");
+    let holder = client_with_node_timeout(&cluster, Duration::from_millis(300)).await;
     let lock = holder.get_lock("forced-race");
     cluster.stop(2);
     let acquiring = tokio::spawn({

@@ -13,11 +13,12 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{LockClient, RetryPolicy};
+use redlock_reentrant::{Error, LockClient, RLock, RetryPolicy};
 use redlock_tests::{
     client_connections, command_calls, eventually_async, kill_pubsub_clients, pubsub_clients,
     reset_command_stats, subscribers, Fault, FaultProxy, RedisCluster,
 };
+use tokio::task::JoinHandle;
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(200);
 
@@ -140,6 +141,100 @@ async fn a_killed_pubsub_connection_is_resubscribed_and_the_handover_stays_promp
     );
 }
 
+/// A lock held for a minute by a client that reaches the masters through fault proxies, and
+/// a waiting client that reaches them directly: the holder's release can be kept from nodes 1
+/// and 2 while node 0 applies and announces it.
+struct SkewedRelease {
+    cluster: RedisCluster,
+    proxies: Vec<FaultProxy>,
+    holder: LockClient,
+    held: RLock,
+    waiting: LockClient,
+    channel: String,
+}
+
+impl SkewedRelease {
+    async fn start(name: &str) -> SkewedRelease {
+        let cluster = RedisCluster::start(3);
+        let mut proxies = Vec::new();
+        for port in cluster.ports() {
+            let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+            proxies.push(FaultProxy::start(upstream).await.expect("proxy"));
+        }
+        let holder = LockClient::builder()
+            .nodes(proxies.iter().map(FaultProxy::url))
+            .node_timeout(Duration::from_secs(3))
+            .build()
+            .await
+            .expect("holder client");
+        let waiting = client(&cluster).await;
+        // An explicit owner: the release runs in a task of its own.
+        let owner = holder.new_owner();
+        let held = holder.get_lock(name).with_owner(&owner);
+        held.lock_with_lease(Duration::from_secs(60))
+            .await
+            .expect("held");
+        reset_command_stats(cluster.node(1));
+        SkewedRelease {
+            cluster,
+            proxies,
+            holder,
+            held,
+            waiting,
+            channel: format!("redlock:{name}:released"),
+        }
+    }
+
+    /// Lock scripts run on node 1 since the start: only the waiters' once the holder's link
+    /// to it is cut.
+    fn attempts_on_node_1(&self) -> u64 {
+        let calls = command_calls(self.cluster.node(1));
+        calls.get("evalsha").copied().unwrap_or(0) + calls.get("eval").copied().unwrap_or(0)
+    }
+
+    /// Whether the waiting client is subscribed on every node.
+    fn subscribed(&self) -> bool {
+        numsub(&self.cluster, &self.channel) == vec![1, 1, 1]
+    }
+
+    /// Starts the holder's release with its requests to nodes 1 and 2 held in a partition:
+    /// node 0 applies and announces it at once.
+    fn release_on_node_0_only(&self) -> JoinHandle<Result<(), Error>> {
+        for proxy in &self.proxies[1..] {
+            proxy.set(Fault::Blackhole);
+        }
+        let held = self.held.clone();
+        tokio::spawn(async move { held.unlock().await })
+    }
+
+    /// Heals the partition, so the release reaches nodes 1 and 2; returns when.
+    fn heal(&self) -> Instant {
+        let healed = Instant::now();
+        for proxy in &self.proxies[1..] {
+            proxy.set(Fault::Pass);
+        }
+        healed
+    }
+
+    async fn shutdown(self) {
+        self.holder.shutdown().await;
+        self.waiting.shutdown().await;
+    }
+}
+
+/// A waiter of `lock` for up to `wait`: whether it got the lock, and when it returned. It
+/// unlocks what it got.
+fn spawn_waiter(lock: RLock, wait: Duration) -> JoinHandle<(Result<bool, Error>, Instant)> {
+    tokio::spawn(async move {
+        let got = lock.try_lock(wait, None).await;
+        let returned = Instant::now();
+        if matches!(got, Ok(true)) {
+            lock.unlock().await.expect("unlock");
+        }
+        (got, returned)
+    })
+}
+
 /// A release that reaches the masters at different times: node 0 applies it at once, nodes 1
 /// and 2 only once the holder's partitioned link to them heals. Node 0's announcement wakes
 /// the waiter, whose attempt nodes 1 and 2 refuse (still held). Before the fix the waiter then
@@ -148,68 +243,27 @@ async fn a_killed_pubsub_connection_is_resubscribed_and_the_handover_stays_promp
 /// timeout (then twice as long each time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_that_reaches_a_majority_late_still_wakes_the_waiter() {
-    let cluster = RedisCluster::start(3);
-    let mut proxies = Vec::new();
-    for port in cluster.ports() {
-        let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        proxies.push(FaultProxy::start(upstream).await.expect("proxy"));
-    }
-    let holder = LockClient::builder()
-        .nodes(proxies.iter().map(FaultProxy::url))
-        .node_timeout(Duration::from_secs(3))
-        .build()
-        .await
-        .expect("holder client");
-    let waiting = client(&cluster).await;
-    let channel = "redlock:skewed:released";
-    // An explicit owner: the release below runs in a task of its own.
-    let owner = holder.new_owner();
-    let held = holder.get_lock("skewed").with_owner(&owner);
-    held.lock_with_lease(Duration::from_secs(60))
-        .await
-        .expect("held");
-    let attempts_on_node_1 = || {
-        let calls = command_calls(cluster.node(1));
-        calls.get("evalsha").copied().unwrap_or(0) + calls.get("eval").copied().unwrap_or(0)
-    };
-    reset_command_stats(cluster.node(1));
-    let waiter = tokio::spawn({
-        let lock = waiting.get_lock("skewed");
-        async move {
-            let got = lock.try_lock(Duration::from_secs(50), None).await;
-            let woke = Instant::now();
-            lock.unlock().await.expect("unlock");
-            (got, woke)
-        }
-    });
+    let skewed = SkewedRelease::start("skewed").await;
+    let waiter = spawn_waiter(skewed.waiting.get_lock("skewed"), Duration::from_secs(50));
     // The waiter tried before subscribing and once subscribed, and sleeps.
     assert!(
-        eventually_async(Duration::from_secs(5), || attempts_on_node_1() >= 2
-            && numsub(&cluster, channel) == vec![1, 1, 1])
+        eventually_async(Duration::from_secs(5), || skewed.attempts_on_node_1() >= 2
+            && skewed.subscribed())
         .await,
         "subscribed: {:?}, attempts {}",
-        numsub(&cluster, channel),
-        attempts_on_node_1()
+        numsub(&skewed.cluster, &skewed.channel),
+        skewed.attempts_on_node_1()
     );
-    let asleep = attempts_on_node_1();
-    // The holder's requests to nodes 1 and 2 wait in the partition; only the waiter's attempts
-    // run there, and count.
-    for proxy in &proxies[1..] {
-        proxy.set(Fault::Blackhole);
-    }
-    let unlock = tokio::spawn({
-        let held = held.clone();
-        async move { held.unlock().await }
-    });
+    let asleep = skewed.attempts_on_node_1();
+    let unlock = skewed.release_on_node_0_only();
     assert!(
-        eventually_async(Duration::from_secs(5), || attempts_on_node_1() > asleep).await,
+        eventually_async(Duration::from_secs(5), || skewed.attempts_on_node_1()
+            > asleep)
+        .await,
         "node 0's announcement never woke the waiter"
     );
     assert!(!waiter.is_finished(), "nodes 1 and 2 still hold the lock");
-    let healed = Instant::now();
-    for proxy in &proxies[1..] {
-        proxy.set(Fault::Pass);
-    }
+    let healed = skewed.heal();
     unlock
         .await
         .expect("task")
@@ -222,8 +276,7 @@ async fn a_release_that_reaches_a_majority_late_still_wakes_the_waiter() {
         handover < Duration::from_secs(5),
         "looked again soon after the release, not after its 50 s wait: {handover:?}"
     );
-    holder.shutdown().await;
-    waiting.shutdown().await;
+    skewed.shutdown().await;
 }
 
 /// Two waiters in one client; a release lands late on two of three masters. Node 0's
@@ -233,78 +286,38 @@ async fn a_release_that_reaches_a_majority_late_still_wakes_the_waiter() {
 /// that leaves without the lock hands its wake-up on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_woken_waiter_that_gives_up_wakes_the_next() {
-    let cluster = RedisCluster::start(3);
-    let mut proxies = Vec::new();
-    for port in cluster.ports() {
-        let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        proxies.push(FaultProxy::start(upstream).await.expect("proxy"));
-    }
-    let holder = LockClient::builder()
-        .nodes(proxies.iter().map(FaultProxy::url))
-        .node_timeout(Duration::from_secs(3))
-        .build()
-        .await
-        .expect("holder client");
-    let waiting = client(&cluster).await;
-    let channel = "redlock:handed-on:released";
-    let owner = holder.new_owner();
-    let held = holder.get_lock("handed-on").with_owner(&owner);
-    held.lock_with_lease(Duration::from_secs(60))
-        .await
-        .expect("held");
-    let attempts_on_node_1 = || {
-        let calls = command_calls(cluster.node(1));
-        calls.get("evalsha").copied().unwrap_or(0) + calls.get("eval").copied().unwrap_or(0)
-    };
-    reset_command_stats(cluster.node(1));
+    let skewed = SkewedRelease::start("handed-on").await;
     // The first waiter falls asleep first, so the first announcement wakes it.
-    let first = tokio::spawn({
-        let lock = waiting.get_lock("handed-on");
-        async move { lock.try_lock(Duration::from_secs(4), None).await }
-    });
+    let first = spawn_waiter(skewed.waiting.get_lock("handed-on"), Duration::from_secs(4));
     assert!(
-        eventually_async(Duration::from_secs(3), || attempts_on_node_1() >= 2
-            && numsub(&cluster, channel) == vec![1, 1, 1])
+        eventually_async(Duration::from_secs(3), || skewed.attempts_on_node_1() >= 2
+            && skewed.subscribed())
         .await,
         "the first waiter is asleep"
     );
-    let second = tokio::spawn({
-        let lock = waiting.get_lock("handed-on");
-        async move {
-            let got = lock.try_lock(Duration::from_secs(30), None).await;
-            let woke = Instant::now();
-            if matches!(got, Ok(true)) {
-                lock.unlock().await.expect("unlock");
-            }
-            (got, woke)
-        }
-    });
+    let second = spawn_waiter(
+        skewed.waiting.get_lock("handed-on"),
+        Duration::from_secs(30),
+    );
     assert!(
-        eventually_async(Duration::from_secs(3), || attempts_on_node_1() >= 4).await,
+        eventually_async(Duration::from_secs(3), || skewed.attempts_on_node_1() >= 4).await,
         "the second waiter is asleep"
     );
-    let asleep = attempts_on_node_1();
-    for proxy in &proxies[1..] {
-        proxy.set(Fault::Blackhole);
-    }
-    let unlock = tokio::spawn({
-        let held = held.clone();
-        async move { held.unlock().await }
-    });
+    let asleep = skewed.attempts_on_node_1();
+    let unlock = skewed.release_on_node_0_only();
     assert!(
-        eventually_async(Duration::from_secs(3), || attempts_on_node_1() > asleep).await,
+        eventually_async(Duration::from_secs(3), || skewed.attempts_on_node_1()
+            > asleep)
+        .await,
         "node 0's announcement never woke a waiter"
     );
-    let first = first.await.expect("task");
+    let (first, _) = first.await.expect("task");
     assert!(
         matches!(first, Ok(false)),
         "nodes 1 and 2 held the lock for all of the first waiter's wait: {first:?}"
     );
     assert!(!second.is_finished(), "nodes 1 and 2 still hold the lock");
-    let healed = Instant::now();
-    for proxy in &proxies[1..] {
-        proxy.set(Fault::Pass);
-    }
+    let healed = skewed.heal();
     unlock
         .await
         .expect("task")
@@ -320,8 +333,7 @@ async fn a_woken_waiter_that_gives_up_wakes_the_next() {
         handover < Duration::from_secs(5),
         "the second waiter was handed the wake-up, not left to its 30 s wait: {handover:?}"
     );
-    holder.shutdown().await;
-    waiting.shutdown().await;
+    skewed.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -237,16 +237,12 @@ impl System {
                 Ok(String::new())
             }
             Step::Pause { node } => {
-                self.model.fault_begins();
-                self.cluster.stop(node);
-                self.paused[node] = true;
+                self.pause(node);
                 Ok(String::new())
             }
             Step::PauseMajority { spared } => {
                 for node in (0..NODES).filter(|node| *node != spared) {
-                    self.model.fault_begins();
-                    self.cluster.stop(node);
-                    self.paused[node] = true;
+                    self.pause(node);
                 }
                 Ok(String::new())
             }
@@ -402,6 +398,13 @@ impl System {
             outcome,
         )?;
         Ok(format!("l{}: {seen}", kept.lock))
+    }
+
+    /// Stops a node (SIGSTOP) until its `Resume`.
+    fn pause(&mut self, node: usize) {
+        self.model.fault_begins();
+        self.cluster.stop(node);
+        self.paused[node] = true;
     }
 
     /// A nested `lock()` on the lock of one of the actor's guards, then the actor's
