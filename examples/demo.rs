@@ -170,7 +170,7 @@ impl Demo {
             .await?;
 
         // A second client, same lock: one attempt, no waiting.
-        match self.client_b.try_acquire(LOCK, LEASE).await {
+        match self.client_b.acquire_once(LOCK, LEASE).await {
             Err(Error::Contended { ttl, .. }) => {
                 let ttl = ttl.ok_or("client B was refused, but no holder TTL was reported")?;
                 ensure!(

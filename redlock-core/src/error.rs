@@ -3,13 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::NodeAddress;
+use crate::{LostReason, NodeAddress};
 
-/// The errors of `redlock-core`.
+/// The errors of every lock built on the quorum: the plain [`Redlock`](crate::Redlock) lock
+/// here, the watchdog-renewed one and the reentrant `RLock`, which re-export this type. Each
+/// operation's `# Errors` says which variants it can return.
 ///
-/// Contention ([`Error::Contended`]) is kept apart from breakage ([`Error::NoQuorum`],
-/// [`Error::Redis`]): someone else holding a lock is not a failure of the system.
-/// Messages name nodes by their [`NodeAddress`], so a password in a URL never shows.
+/// Contention ([`Error::Contended`]) is kept apart from breakage ([`Error::NoQuorum`]):
+/// someone else holding a lock is not a failure of the system. Messages name nodes by their
+/// [`NodeAddress`], so a password in a URL never shows.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -54,6 +56,15 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
+    /// This owner held the lock but lost it: its lease ran out, renewal failed, or it was
+    /// force-unlocked. Work done under it since may have overlapped another holder's.
+    #[error("lock `{name}` was lost: {reason}")]
+    LockLost {
+        /// The lock name.
+        name: String,
+        /// Why.
+        reason: LostReason,
+    },
     /// An argument can never work; nothing was sent to Redis.
     #[error(transparent)]
     InvalidArgument(#[from] InvalidArgument),
@@ -66,15 +77,9 @@ pub enum Error {
         /// The Redis type found there (`list`, `string`, `hash with no expiry`, ...).
         found: String,
     },
-    /// A node answered with an error this library does not interpret.
-    #[error("redis error on {node}")]
-    Redis {
-        /// The node, password hidden.
-        node: NodeAddress,
-        /// The error from redis-rs.
-        #[source]
-        source: redis::RedisError,
-    },
+    /// The lock client was shut down.
+    #[error("the lock client was shut down")]
+    ShutDown,
 }
 
 fn ttl_suffix(ttl: Option<Duration>) -> String {
@@ -85,6 +90,26 @@ fn ttl_suffix(ttl: Option<Duration>) -> String {
 }
 
 impl Error {
+    /// A missing quorum for the lock `name`: `answered` nodes gave the answer that counted;
+    /// the fan-out's first node failure is the source.
+    pub fn no_quorum<T>(name: &str, answered: usize, fan: &mut crate::FanOut<T>) -> Self {
+        Error::NoQuorum {
+            name: name.to_owned(),
+            answered,
+            nodes: fan.replies().len(),
+            needed: fan.quorum(),
+            source: fan.take_first_error(),
+        }
+    }
+
+    /// The hold of lock `name` was lost for `reason`.
+    pub fn lock_lost(name: &str, reason: LostReason) -> Self {
+        Error::LockLost {
+            name: name.to_owned(),
+            reason,
+        }
+    }
+
     /// Whether another attempt may succeed: contention, a missing quorum or a late grant.
     pub fn is_retryable(&self) -> bool {
         matches!(

@@ -45,6 +45,9 @@
 mod config;
 mod error;
 mod lease;
+mod lock_script;
+mod lost_reason;
+mod lua;
 mod node;
 mod node_address;
 mod nodes;
@@ -56,24 +59,28 @@ mod retry;
 #[cfg(feature = "sabotage")]
 #[doc(hidden)]
 pub mod sabotage;
-mod script;
-mod scripts;
 mod spawn_on_drop;
 
 pub use config::RedlockConfig;
 pub use error::{ConnectError, Error, InvalidArgument, NodeError, NodeErrorKind};
 pub use lease::Lease;
+pub use lock_script::{LockScript, ScriptCall};
+pub use lost_reason::LostReason;
 pub use node::Node;
 pub use node_address::NodeAddress;
 pub use nodes::{FanOut, NodeSet};
 pub use owner::OwnerToken;
 pub use readiness::{NodeStatus, Readiness};
 pub use redlock::Redlock;
-pub use retry::RetryPolicy;
-pub use script::{LockScript, ScriptCall};
+pub use retry::{Backoff, RetryPolicy};
 pub use spawn_on_drop::{spawn_cleanup, SpawnOnDrop};
 
 /// The deadpool-redis crate behind the node pools.
 pub use deadpool_redis;
 /// The redis-rs crate this library speaks, so your versions always match.
 pub use redis;
+
+/// This crate's README example compiles (checked by `cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadme;

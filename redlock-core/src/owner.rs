@@ -1,11 +1,15 @@
-//! The random value that proves who holds a lock.
+//! The value that says who holds a lock.
 
 use std::fmt;
+use std::sync::Arc;
 
-/// A unique owner value (a random UUID v4) stored in the lock key.
+/// Who holds a lock: a unique value stored in the lock (a plain lock's value, a reentrant
+/// lock's hash field). The one owner type of every lock of the workspace.
 ///
-/// Only the holder knows it, so only the holder can release or extend. Its `Debug` form hides it:
-/// owner tokens never reach a log line.
+/// A plain lock's token is a fresh random UUID v4 per acquisition; only the holder knows it, so
+/// only the holder can release or extend. The reentrant lock's owners are its client's UUID
+/// plus the task, or an explicit owner from `LockClient::new_owner`. Cheap to clone. Its `Debug`
+/// form hides it: owner values never reach a log line.
 ///
 /// # Examples
 ///
@@ -17,18 +21,18 @@ use std::fmt;
 /// assert_eq!(format!("{a:?}"), "OwnerToken(..)");
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct OwnerToken(String);
+pub struct OwnerToken(Arc<str>);
 
 impl OwnerToken {
     /// A fresh random token.
     #[allow(clippy::new_without_default)] // a default token would be a shared secret
     pub fn new() -> Self {
-        Self(uuid::Uuid::new_v4().to_string())
+        Self(uuid::Uuid::new_v4().to_string().into())
     }
 
     /// A token built from a caller's own unique string (the reentrant lock's owner ids).
     pub fn from_string(value: String) -> Self {
-        Self(value)
+        Self(value.into())
     }
 
     /// The value written to Redis.

@@ -1,4 +1,5 @@
-//! The Redlock arithmetic: majority size, clock drift and remaining validity.
+//! The Redlock arithmetic: majority size, clock drift, remaining validity and leases in
+//! milliseconds.
 //!
 //! One place computes these so the core, the reentrant lock and the watchdog all agree.
 
@@ -62,6 +63,23 @@ pub fn validity(lease: Duration, elapsed: Duration, drift: Duration) -> Option<D
         .checked_sub(elapsed)
         .and_then(|left| left.checked_sub(drift))
         .filter(|left| !left.is_zero())
+}
+
+/// A duration as Redis's millisecond expiry: rounded up (a lease shorter than asked would break
+/// the validity promise), saturating for durations too long to represent. The one conversion of
+/// every lock script's lease argument.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::quorum::lease_millis;
+/// assert_eq!(lease_millis(Duration::from_micros(1_500)), 2);
+/// assert_eq!(lease_millis(Duration::from_secs(30)), 30_000);
+/// assert_eq!(lease_millis(Duration::MAX), u64::MAX);
+/// ```
+pub fn lease_millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

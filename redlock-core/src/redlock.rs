@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use tracing::{field, Span};
 
+use crate::lua::{AcquireReply, Done, ACQUIRE, EXTEND, RELEASE, RENEW};
+use crate::quorum::lease_millis;
 use crate::quorum::validity;
-use crate::scripts::{ACQUIRE, EXTEND, RELEASE};
 use crate::{
-    Error, FanOut, InvalidArgument, Lease, NodeSet, NodeStatus, OwnerToken, Readiness,
-    RedlockConfig, SpawnOnDrop,
+    Error, FanOut, Lease, LockScript, NodeSet, NodeStatus, OwnerToken, Readiness, RedlockConfig,
+    SpawnOnDrop,
 };
 
 /// A Redlock client over N independent Redis masters (N = 1 is single-instance locking).
@@ -74,6 +75,15 @@ impl Redlock {
     /// How many nodes must agree.
     pub fn quorum(&self) -> usize {
         self.shared.nodes.quorum()
+    }
+
+    /// The script that renews many of this kind of lock on one node in one call, for a
+    /// watchdog (`redlock-watchdog`'s `RenewScript`): `KEYS[i]` a lock key, `ARGV[1]` the lease
+    /// in milliseconds, `ARGV[i + 1]` the owner token of `KEYS[i]`; one answer per key, 1 when
+    /// the owner holds it and its lease now runs at least that long (never shortened), 0 when
+    /// not (a lock that is gone is never recreated).
+    pub fn renew_script() -> &'static LockScript {
+        &RENEW
     }
 
     /// Connects to every node that is not connected yet and asks each for a `PING`, all in
@@ -201,18 +211,18 @@ impl Redlock {
     #[tracing::instrument(name = "redlock.acquire", skip_all, fields(lock = %name, nodes = self.nodes().len(), quorum = self.quorum(), granted = field::Empty, elapsed_ms = field::Empty, attempts = field::Empty), err(level = "debug", Display))]
     pub async fn acquire(&self, name: &str, lease: Duration) -> Result<Lease, Error> {
         self.config().check_request(name, lease)?;
-        let policy = self.config().retry;
-        let mut retry = 0;
-        loop {
-            Span::current().record("attempts", retry + 1);
-            match self.attempt(name, lease).await {
-                Err(err) if err.is_retryable() && retry < policy.retries => {
-                    tokio::time::sleep(policy.delay(retry)).await;
-                    retry += 1;
-                }
-                outcome => return outcome,
-            }
-        }
+        let mut attempts = 0;
+        self.config()
+            .retry
+            .retry(
+                || {
+                    attempts += 1;
+                    Span::current().record("attempts", attempts);
+                    self.attempt(name, lease)
+                },
+                |outcome| outcome.as_ref().is_err_and(Error::is_retryable),
+            )
+            .await
     }
 
     /// Makes one attempt to take the lock `name` for `lease`, without retrying.
@@ -224,8 +234,8 @@ impl Redlock {
     /// # Errors
     ///
     /// As [`Redlock::acquire`], after a single attempt.
-    #[tracing::instrument(name = "redlock.try_acquire", skip_all, fields(lock = %name, nodes = self.nodes().len(), quorum = self.quorum(), granted = field::Empty, elapsed_ms = field::Empty), err(level = "debug", Display))]
-    pub async fn try_acquire(&self, name: &str, lease: Duration) -> Result<Lease, Error> {
+    #[tracing::instrument(name = "redlock.acquire_once", skip_all, fields(lock = %name, nodes = self.nodes().len(), quorum = self.quorum(), granted = field::Empty, elapsed_ms = field::Empty), err(level = "debug", Display))]
+    pub async fn acquire_once(&self, name: &str, lease: Duration) -> Result<Lease, Error> {
         self.config().check_request(name, lease)?;
         self.attempt(name, lease).await
     }
@@ -243,9 +253,9 @@ impl Redlock {
             .call()
             .key(&key)
             .arg(owner.as_str())
-            .arg(lease_millis(lease)?);
-        let fan: FanOut<Option<i64>> = self.nodes().run_script(&call, timeout).await;
-        let granted = fan.count(Option::is_none);
+            .arg(lease_millis(lease));
+        let fan: FanOut<AcquireReply> = self.nodes().run_script(&call, timeout).await;
+        let granted = fan.count(|reply| *reply == AcquireReply::Taken);
         let span = Span::current();
         span.record("granted", granted);
         span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
@@ -280,7 +290,7 @@ impl Redlock {
         key: &str,
         lease: Duration,
         granted: usize,
-        mut fan: FanOut<Option<i64>>,
+        mut fan: FanOut<AcquireReply>,
     ) -> Error {
         if let Some(found) = fan.wrong_type() {
             return Error::WrongType {
@@ -300,9 +310,11 @@ impl Redlock {
         }
         let ttl = fan
             .values()
-            .filter_map(|pttl| pttl.and_then(|ms| u64::try_from(ms).ok()))
-            .max()
-            .map(Duration::from_millis);
+            .filter_map(|reply| match reply {
+                AcquireReply::Held { pttl } => *pttl,
+                AcquireReply::Taken => None,
+            })
+            .max();
         Error::Contended {
             name: name.to_owned(),
             ttl,
@@ -317,13 +329,7 @@ impl Redlock {
             first_failure = fan.errors().next().map(tracing::field::display),
             "no quorum"
         );
-        Error::NoQuorum {
-            name: name.to_owned(),
-            answered: fan.answered(),
-            nodes: self.nodes().len(),
-            needed: fan.quorum(),
-            source: fan.take_first_error(),
-        }
+        Error::no_quorum(name, fan.answered(), fan)
     }
 
     /// Releases the lock: compare-and-delete on every node, so only this lease's keys go.
@@ -344,7 +350,7 @@ impl Redlock {
     pub async fn release(&self, lease: &Lease) -> Result<(), Error> {
         let timeout = self.config().node_timeout_for(lease.lease());
         let mut fan = self.release_key(lease.key(), lease.owner(), timeout).await;
-        let released = fan.count(|deleted| *deleted == 1);
+        let released = fan.count(|reply| *reply == Done::Yes);
         let span = Span::current();
         span.record("released", released);
         span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
@@ -385,9 +391,9 @@ impl Redlock {
             .call()
             .key(lease.key())
             .arg(lease.owner().as_str())
-            .arg(lease_millis(new_lease)?);
-        let mut fan: FanOut<i64> = self.nodes().run_script(&call, timeout).await;
-        let extended = fan.count(|done| *done == 1);
+            .arg(lease_millis(new_lease));
+        let mut fan: FanOut<Done> = self.nodes().run_script(&call, timeout).await;
+        let extended = fan.count(|reply| *reply == Done::Yes);
         let span = Span::current();
         span.record("extended", extended);
         span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
@@ -418,14 +424,14 @@ impl Redlock {
         })
     }
 
-    async fn release_key(&self, key: &str, owner: &OwnerToken, timeout: Duration) -> FanOut<i64> {
+    async fn release_key(&self, key: &str, owner: &OwnerToken, timeout: Duration) -> FanOut<Done> {
         let call = RELEASE.call().key(key).arg(owner.as_str());
         self.nodes().run_script(&call, timeout).await
     }
 
     /// The release after a failed or abandoned attempt, sent by source: its replies may never
     /// be awaited, and a paused node that forgot the script must still run it.
-    async fn clean_up_key(&self, key: &str, owner: &OwnerToken, timeout: Duration) -> FanOut<i64> {
+    async fn clean_up_key(&self, key: &str, owner: &OwnerToken, timeout: Duration) -> FanOut<Done> {
         let call = RELEASE.call().key(key).arg(owner.as_str()).by_source();
         self.nodes().run_script(&call, timeout).await
     }
@@ -449,10 +455,4 @@ fn report(status: &NodeStatus) -> bool {
             false
         }
     }
-}
-
-fn lease_millis(lease: Duration) -> Result<u64, InvalidArgument> {
-    // Round up: a lease shorter than asked would break the validity promise.
-    let millis = lease.as_nanos().div_ceil(1_000_000);
-    u64::try_from(millis).map_err(|_| InvalidArgument::LeaseTooLong { lease })
 }

@@ -1,5 +1,7 @@
-//! How often and how patiently a contended or failed acquisition is tried again.
+//! How often and how patiently a contended or failed request is tried again: the one retry
+//! loop of every lock operation.
 
+use std::future::Future;
 use std::time::Duration;
 
 /// Retries after a failed acquisition attempt, with a jittered backoff that grows with attempts.
@@ -56,6 +58,106 @@ impl RetryPolicy {
         let half = ceiling / 2;
         let spread = u64::try_from((ceiling - half).as_micros()).unwrap_or(u64::MAX);
         half + Duration::from_micros(fastrand::u64(0..=spread))
+    }
+
+    /// The pauses between the attempts of one request, to take one at a time.
+    pub fn backoff(&self) -> Backoff {
+        Backoff {
+            policy: *self,
+            retry: 0,
+            bounded: true,
+        }
+    }
+
+    /// Runs `attempt` until its outcome is not worth another try (`again` says so) or the
+    /// retries are spent, with a jittered pause ([`RetryPolicy::delay`]) between attempts; returns
+    /// the last outcome.
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `attempt`: dropping the future drops the attempt in flight or the pause.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::RetryPolicy;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let policy = RetryPolicy { retries: 2, base_delay: Duration::from_millis(1), ..RetryPolicy::default() };
+    /// let mut attempts = 0;
+    /// let outcome: Result<(), &str> = policy
+    ///     .retry(|| { attempts += 1; async { Err("no quorum") } }, |outcome| outcome.is_err())
+    ///     .await;
+    /// assert_eq!((outcome, attempts), (Err("no quorum"), 3));
+    /// # }
+    /// ```
+    pub async fn retry<T, Fut>(
+        &self,
+        mut attempt: impl FnMut() -> Fut,
+        again: impl Fn(&T) -> bool,
+    ) -> T
+    where
+        Fut: Future<Output = T>,
+    {
+        let mut backoff = self.backoff();
+        loop {
+            let outcome = attempt().await;
+            if !again(&outcome) {
+                return outcome;
+            }
+            match backoff.next_delay() {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => return outcome,
+            }
+        }
+    }
+}
+
+/// The pauses of one request's retries under a [`RetryPolicy`], growing with each.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::RetryPolicy;
+/// let mut backoff = RetryPolicy { retries: 2, ..RetryPolicy::default() }.backoff();
+/// assert!(backoff.next_delay().is_some());
+/// assert!(backoff.next_delay().is_some());
+/// assert_eq!(backoff.next_delay(), None, "two retries, then spent");
+/// backoff.reset();
+/// assert!(backoff.next_delay().is_some());
+/// ```
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    policy: RetryPolicy,
+    retry: u32,
+    bounded: bool,
+}
+
+impl Backoff {
+    /// The same pauses without the policy's limit on their number: for waiting that another
+    /// bound ends (a deadline, a holder's lease).
+    #[must_use]
+    pub fn unbounded(self) -> Self {
+        Self {
+            bounded: false,
+            ..self
+        }
+    }
+
+    /// The pause before the next retry, or `None` once the retries are spent.
+    pub fn next_delay(&mut self) -> Option<Duration> {
+        if self.bounded && self.retry >= self.policy.retries {
+            return None;
+        }
+        let pause = self.policy.delay(self.retry);
+        self.retry = self.retry.saturating_add(1);
+        Some(pause)
+    }
+
+    /// Starts over, as for a new request.
+    pub fn reset(&mut self) {
+        self.retry = 0;
     }
 }
 

@@ -6,17 +6,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::quorum::validity;
-use redlock_core::redis::{self, FromRedisValue, ParsingError, Value};
-use redlock_core::FanOut;
-use redlock_watchdog::LostReason;
+use redlock_core::quorum::{lease_millis, validity};
+use redlock_core::{Error, FanOut, LostReason};
 
-use crate::client::Inner;
 use crate::fencing::choose_token;
 use crate::hold::{AcquirePlan, Grant, LeaseMode};
 use crate::holds::{HoldGuard, Target};
-use crate::scripts::{ACQUIRE, FENCE, UNDO};
-use crate::Error;
+use crate::inner::Inner;
+use crate::lua::{AcquireReply, Applied, ACQUIRE, FENCE, UNDO};
 
 /// What one attempt achieved.
 #[derive(Debug)]
@@ -31,45 +28,6 @@ pub(crate) enum Outcome {
     /// This owner's fixed lease had run out under the nested attempt: the hold is over, and
     /// the next attempt starts a new one at once.
     Expired,
-}
-
-/// A node's answer to `acquire.lua`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum AcquireReply {
-    /// A new hold, with this node's fencing-token candidate.
-    NewHold { candidate: u64 },
-    /// A reentrant acquisition.
-    Nested,
-    /// Held by another owner (`holder`, its field) for `pttl` more.
-    HeldBy { pttl: Duration, holder: String },
-    /// This owner's count here is not the one expected: its hold is gone here.
-    CountMismatch,
-}
-
-impl AcquireReply {
-    fn granted(&self) -> bool {
-        matches!(self, AcquireReply::NewHold { .. } | AcquireReply::Nested)
-    }
-}
-
-impl FromRedisValue for AcquireReply {
-    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        let (status, number, holder): (i64, i64, String) = redis::from_redis_value(value)?;
-        let unsigned =
-            || u64::try_from(number).map_err(|_| ParsingError::from(format!("negative {number}")));
-        match status {
-            1 => Ok(AcquireReply::NewHold {
-                candidate: unsigned()?,
-            }),
-            2 => Ok(AcquireReply::Nested),
-            0 => Ok(AcquireReply::HeldBy {
-                pttl: Duration::from_millis(unsigned()?),
-                holder,
-            }),
-            3 => Ok(AcquireReply::CountMismatch),
-            other => Err(format!("unknown acquire status {other}").into()),
-        }
-    }
 }
 
 /// Makes one attempt. Holds this owner's hold for the whole attempt, and for its undo if the
@@ -101,8 +59,7 @@ pub(crate) async fn attempt(
     };
     // Registered before anything is sent, so the watchdog knows the hold the moment it exists;
     // dropped with the attempt if it does not complete.
-    let registration =
-        (plan == AcquirePlan::New).then(|| inner.watchdog.register(target.key(), target.owner()));
+    let registration = (plan == AcquirePlan::New).then(|| inner.register(target));
     let mut guard = AttemptGuard::arm(Arc::clone(inner), target.clone(), hold, expected + 1);
 
     let config = inner.redlock.config();
@@ -113,7 +70,7 @@ pub(crate) async fn attempt(
         .key(target.key())
         .key(&inner.fence_key)
         .arg(target.owner())
-        .arg(crate::acquire::millis(lease))
+        .arg(lease_millis(lease))
         .arg(expected);
     let fan: FanOut<AcquireReply> = inner.redlock.nodes().run_script(&call, timeout).await;
     let granted = fan.count(AcquireReply::granted);
@@ -199,7 +156,7 @@ pub(crate) async fn attempt(
                 drop(guard.disarm());
                 return Err(Error::no_quorum(
                     &target.name,
-                    written.count(|done| *done == 1),
+                    written.count(|reply| *reply == Applied::Yes),
                     &mut written,
                 ));
             }
@@ -235,12 +192,11 @@ fn failure(
         return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
     }
     if granted >= fan.quorum() {
-        return Err(redlock_core::Error::ValidityExhausted {
+        return Err(Error::ValidityExhausted {
             name: target.name.to_string(),
             elapsed: fan.started().elapsed(),
             lease,
-        }
-        .into());
+        });
     }
     let unanswered = fan.replies().len() - fan.answered();
     if let AcquirePlan::Nested { .. } = plan {
@@ -279,7 +235,7 @@ async fn write_back_token(
     candidates: &[u64],
     timeout: Duration,
     granted_new: impl Fn(usize) -> bool,
-) -> Result<u64, Option<FanOut<i64>>> {
+) -> Result<u64, Option<FanOut<Applied>>> {
     let choice = choose_token(candidates, inner.redlock.quorum()).ok_or(None)?;
     if !choice.needs_write_back {
         return Ok(choice.token);
@@ -292,12 +248,12 @@ async fn write_back_token(
         .arg(choice.token);
     // Only the nodes that granted this hold can take the write-back: the others would answer
     // "not held here" at best, and a paused one would cost a whole per-node timeout.
-    let written: FanOut<i64> = inner
+    let written: FanOut<Applied> = inner
         .redlock
         .nodes()
         .run_script_on(&call, timeout, granted_new)
         .await;
-    if written.has_quorum(|done| *done == 1) {
+    if written.has_quorum(|reply| *reply == Applied::Yes) {
         Ok(choice.token)
     } else {
         Err(Some(written))
@@ -378,7 +334,7 @@ async fn undo(
         .arg(if announce { target.channel() } else { "" })
         .arg(inner.request_id())
         .by_source();
-    let fan: FanOut<i64> = inner
+    let fan: FanOut<Applied> = inner
         .redlock
         .nodes()
         .run_script_on(
@@ -389,41 +345,5 @@ async fn undo(
         .await;
     for err in fan.errors().filter(|err| !err.is_not_asked()) {
         tracing::debug!(node = %err.address, error = %err.kind, "undo failed on a node; the lease bounds it");
-    }
-}
-
-pub(crate) fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reply(status: i64, number: i64, holder: &str) -> Result<AcquireReply, ParsingError> {
-        AcquireReply::from_redis_value(Value::Array(vec![
-            Value::Int(status),
-            Value::Int(number),
-            Value::BulkString(holder.as_bytes().to_vec()),
-        ]))
-    }
-
-    #[test]
-    fn acquire_replies_are_decoded_by_status() {
-        assert_eq!(
-            reply(1, 42, ""),
-            Ok(AcquireReply::NewHold { candidate: 42 })
-        );
-        assert_eq!(reply(2, 3, ""), Ok(AcquireReply::Nested));
-        assert_eq!(
-            reply(0, 1500, "client:task-1"),
-            Ok(AcquireReply::HeldBy {
-                pttl: Duration::from_millis(1500),
-                holder: "client:task-1".into()
-            })
-        );
-        assert_eq!(reply(3, 0, ""), Ok(AcquireReply::CountMismatch));
-        assert!(reply(9, 0, "").is_err());
-        assert!(reply(0, -1, "x").is_err(), "a lock always has an expiry");
     }
 }

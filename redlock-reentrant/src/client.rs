@@ -1,16 +1,15 @@
 //! The lock client: node pools, the watchdog, the pub/sub wake-ups and this process's holds.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::{InvalidArgument, Readiness, Redlock, RedlockConfig, RetryPolicy};
+use redlock_core::{Error, Readiness, Redlock, RedlockConfig, RetryPolicy};
 use redlock_watchdog::{Watchdog, WatchdogConfig};
 
-use crate::holds::Holds;
+use crate::inner::Inner;
 use crate::owner::OwnerSource;
 use crate::wakeup::Wakeups;
-use crate::{Error, LockOwner, RLock};
+use crate::{OwnerToken, RLock};
 
 /// A connection to N independent Redis masters that hands out [`RLock`]s.
 ///
@@ -45,67 +44,6 @@ use crate::{Error, LockOwner, RLock};
 #[derive(Debug, Clone)]
 pub struct LockClient {
     pub(crate) inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub(crate) id: String,
-    pub(crate) redlock: Redlock,
-    pub(crate) watchdog: Watchdog,
-    pub(crate) wakeups: Wakeups,
-    pub(crate) holds: Arc<Holds>,
-    pub(crate) fence_key: String,
-    pub(crate) shut_down: AtomicBool,
-    requests: std::sync::atomic::AtomicU64,
-}
-
-impl Inner {
-    pub(crate) fn check_open(&self) -> Result<(), Error> {
-        if self.is_shut_down() {
-            Err(Error::ShutDown)
-        } else {
-            Ok(())
-        }
-    }
-
-    pub(crate) fn is_shut_down(&self) -> bool {
-        self.shut_down.load(Ordering::Acquire)
-    }
-
-    /// Checks a lock name and lease before anything is sent: the quorum's rules, and no lock
-    /// may take the name of the nodes' fencing counter.
-    pub(crate) fn check_request(&self, name: &str, lease: Duration) -> Result<(), Error> {
-        self.redlock.config().check_request(name, lease)?;
-        if name == FENCE_COUNTER {
-            return Err(InvalidArgument::ReservedName {
-                name: name.to_owned(),
-            }
-            .into());
-        }
-        Ok(())
-    }
-
-    /// A request id unique across every client: this client's UUID and a counter. For unlock
-    /// latches and release messages, which must be unique, not secret (no syscall per id).
-    pub(crate) fn request_id(&self) -> String {
-        let n = self.requests.fetch_add(1, Ordering::Relaxed);
-        format!("{}:{n}", self.id)
-    }
-
-    /// How long a final release is remembered for a retry of the same request: long enough for
-    /// `unlock`'s own retries and a caller's prompt retry after an error. It counts from when a
-    /// node ran the release, so a node that was paused remembers it for as long after resuming.
-    pub(crate) fn latch_ttl(&self) -> Duration {
-        (self.node_timeout() * 10).max(Duration::from_secs(1))
-    }
-
-    /// The per-node request timeout for a lock on the watchdog's lease (the configured one,
-    /// or the default share of that lease).
-    pub(crate) fn node_timeout(&self) -> Duration {
-        self.redlock
-            .config()
-            .node_timeout_for(self.watchdog.timeout())
-    }
 }
 
 impl LockClient {
@@ -153,8 +91,28 @@ impl LockClient {
     }
 
     /// A new explicit owner, for work that moves between tasks.
-    pub fn new_owner(&self) -> LockOwner {
-        LockOwner(format!("{}:owner-{}", self.inner.id, uuid::Uuid::new_v4()).into())
+    ///
+    /// By default a lock's owner is the current tokio task: a task that spawns another task to
+    /// finish the work cannot unlock from there. Bind locks to an explicit owner with
+    /// [`RLock::with_owner`]: every task using that `RLock` is then the same owner. Owners are
+    /// unique to their client (and so to their process).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// let owner = client.new_owner();
+    /// let lock = client.get_lock("migration").with_owner(&owner);
+    /// lock.lock().await?;
+    /// let handle = tokio::spawn(async move {
+    ///     // ... the work, in another task ...
+    ///     lock.unlock().await // same owner: allowed
+    /// });
+    /// handle.await.expect("task")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn new_owner(&self) -> OwnerToken {
+        OwnerToken::from_string(format!("{}:owner-{}", self.inner.id, uuid::Uuid::new_v4()))
     }
 
     /// This client's unique id, the first part of every owner it writes.
@@ -207,7 +165,7 @@ impl LockClient {
     /// Dropping the future part-way leaves the client shut down; locks not yet released expire
     /// with their lease.
     pub async fn shutdown(&self) {
-        self.inner.shut_down.store(true, Ordering::Release);
+        self.inner.close();
         crate::unlock::abandon_all(&self.inner).await;
         self.inner.watchdog.shutdown();
         self.inner.wakeups.close();
@@ -314,22 +272,8 @@ impl LockClientBuilder {
             redlock.config().connect_timeout(),
             timeout,
         );
-        let fence_key = format!("{}{}", redlock.config().key_prefix, FENCE_COUNTER);
         Ok(LockClient {
-            inner: Arc::new(Inner {
-                id: uuid::Uuid::new_v4().to_string(),
-                redlock,
-                watchdog,
-                wakeups,
-                holds: Arc::default(),
-                fence_key,
-                shut_down: AtomicBool::new(false),
-                requests: std::sync::atomic::AtomicU64::new(0),
-            }),
+            inner: Arc::new(Inner::new(redlock, watchdog, wakeups)),
         })
     }
 }
-
-/// The name (after the key prefix) of each node's fencing counter. No lock may have this name
-/// ([`InvalidArgument::ReservedName`]).
-pub const FENCE_COUNTER: &str = "fencing-counter";

@@ -430,7 +430,7 @@ impl Held {
 mod tests {
     use super::*;
     use redlock_core::{Redlock, RedlockConfig};
-    use redlock_watchdog::{Watchdog, WatchdogConfig};
+    use redlock_watchdog::{RenewScript, Watchdog, WatchdogConfig};
 
     /// A watchdog on a node nobody listens on: nothing here sends anything, and what the
     /// renewal task tries fails quietly.
@@ -447,7 +447,12 @@ mod tests {
     fn held(watchdog: &Watchdog, mode: LeaseMode, secs: u64) -> (Hold, Grant) {
         let mut hold = Hold::Free;
         assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
-        let grant = hold.acquired_new(watchdog.register("k", "o"), 7, mode, later(secs));
+        let grant = hold.acquired_new(
+            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", "o"),
+            7,
+            mode,
+            later(secs),
+        );
         (hold, grant)
     }
 
@@ -587,7 +592,7 @@ mod tests {
         let watchdog = watchdog();
         let mut hold = Hold::Free;
         let grant = hold.acquired_new(
-            watchdog.register("k", "o"),
+            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", "o"),
             7,
             LeaseMode::Fixed(Duration::from_millis(1)),
             Instant::now(),
@@ -603,7 +608,7 @@ mod tests {
         // ...and without one, the next acquisition is a new hold all the same.
         let mut again = Hold::Free;
         again.acquired_new(
-            watchdog.register("k", "o"),
+            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", "o"),
             8,
             LeaseMode::Fixed(Duration::from_millis(1)),
             Instant::now(),
@@ -632,7 +637,7 @@ mod tests {
         let (mut hold, second) = {
             let mut hold = hold;
             let grant = hold.acquired_new(
-                watchdog.register("k", "o"),
+                watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", "o"),
                 8,
                 LeaseMode::Watchdog,
                 later(30),

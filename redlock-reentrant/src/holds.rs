@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use dashmap::DashMap;
+use redlock_core::OwnerToken;
 use redlock_watchdog::LostSignal;
 use tokio::sync::OwnedMutexGuard;
 
@@ -15,7 +16,7 @@ use crate::hold::Hold;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct HoldKey {
     pub(crate) key: Arc<str>,
-    pub(crate) owner: Arc<str>,
+    pub(crate) owner: OwnerToken,
 }
 
 /// One owner's hold of one lock, as this process knows it.
@@ -242,15 +243,10 @@ impl Target {
     }
 
     pub(crate) fn owner(&self) -> &str {
-        &self.hold.owner
+        self.hold.owner.as_str()
     }
 
     pub(crate) fn channel(&self) -> &str {
         &self.channel
     }
-}
-
-/// The pub/sub channel of a lock key: the one place its name is built.
-pub(crate) fn channel_of(key: &str) -> String {
-    format!("{key}:released")
 }

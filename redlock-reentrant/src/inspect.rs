@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use redlock_core::FanOut;
 
-use crate::client::Inner;
 use crate::consensus::reached_by_majority;
 use crate::holds::Target;
-use crate::scripts::INSPECT;
+use crate::inner::Inner;
+use crate::lua::{Inspected, INSPECT};
 use crate::Error;
 
 /// What a majority of nodes say about one lock, as seen by one owner.
@@ -28,7 +28,7 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
     inner.check_request(&target.name, inner.watchdog.timeout())?;
     let call = INSPECT.call().key(target.key()).arg(target.owner());
     let timeout = inner.node_timeout();
-    let mut fan: FanOut<(i64, i64, i64)> = inner.redlock.nodes().run_script(&call, timeout).await;
+    let mut fan: FanOut<Inspected> = inner.redlock.nodes().run_script(&call, timeout).await;
     if let Some(found) = fan.wrong_type() {
         return Err(Error::WrongType {
             key: target.key().to_owned(),
@@ -39,18 +39,9 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
     if fan.answered() < quorum {
         return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
     }
-    let locked = fan.has_quorum(|(exists, _, _)| *exists == 1);
-    let hold_count = reached_by_majority(fan.values().map(|(_, count, _)| *count), quorum)
-        .and_then(|count| u32::try_from(count).ok())
-        .unwrap_or(0);
-    let remaining_ttl = reached_by_majority(
-        fan.values()
-            .filter(|(exists, _, _)| *exists == 1)
-            .map(|(_, _, pttl)| *pttl),
-        quorum,
-    )
-    .and_then(|pttl| u64::try_from(pttl).ok())
-    .map(Duration::from_millis);
+    let locked = fan.has_quorum(|node| node.exists);
+    let hold_count = reached_by_majority(fan.values().map(|node| node.count), quorum).unwrap_or(0);
+    let remaining_ttl = reached_by_majority(fan.values().filter_map(|node| node.pttl), quorum);
     Ok(Inspection {
         locked,
         hold_count,

@@ -45,39 +45,45 @@
 //! # async fn process_order(_id: u64, _token: u64) {}
 //! ```
 //!
-//! This crate re-exports what its users need from `redlock-core` and `redlock-watchdog`, and
-//! the `redis` and `deadpool_redis` crates it speaks, so versions always match.
+//! This crate re-exports everything its users name from `redlock-core` and `redlock-watchdog`
+//! (one [`Error`] type for every lock; the plain [`Redlock`] lock and its [`Lease`]; the
+//! watchdog-renewed plain lock, [`Watchdog::acquire`]), and the `redis` and `deadpool_redis`
+//! crates it speaks, so versions always match.
 
 mod acquire;
 mod client;
 mod consensus;
-mod error;
 mod fencing;
 mod guard;
 mod hold;
 mod holds;
+mod inner;
 mod inspect;
+mod lua;
 mod owner;
 mod rlock;
 #[cfg(feature = "sabotage")]
 #[doc(hidden)]
 pub mod sabotage;
-mod scripts;
 mod unlock;
+mod wait;
 mod wakeup;
 
-pub use client::{LockClient, LockClientBuilder, FENCE_COUNTER};
-pub use error::Error;
+pub use client::{LockClient, LockClientBuilder};
 pub use guard::LockGuard;
-pub use owner::LockOwner;
+pub use inner::FENCE_COUNTER;
 pub use rlock::RLock;
 
+/// The errors of every lock of the workspace: one type, defined by the quorum core.
+pub use redlock_core::Error;
 pub use redlock_core::{
-    deadpool_redis, redis, ConnectError, InvalidArgument, NodeAddress, NodeError, NodeErrorKind,
-    NodeStatus, Readiness, Redlock, RedlockConfig, RetryPolicy,
+    deadpool_redis, quorum, redis, Backoff, ConnectError, FanOut, InvalidArgument, Lease,
+    LockScript, LostReason, NodeAddress, NodeError, NodeErrorKind, NodeSet, NodeStatus, OwnerToken,
+    Readiness, Redlock, RedlockConfig, RetryPolicy, ScriptCall,
 };
 pub use redlock_watchdog::{
-    LostReason, LostSignal, Watchdog, WatchdogConfig, WatchdogStats, RENEWING_TARGET,
+    LostSignal, Registration, RenewScript, RenewedLease, Watchdog, WatchdogConfig, WatchdogStats,
+    RENEWING_TARGET,
 };
 pub use tokio_util::sync::CancellationToken;
 
@@ -85,3 +91,8 @@ pub use tokio_util::sync::CancellationToken;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeExample;
+
+/// This crate's README example compiles (checked by `cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadme;

@@ -1,25 +1,23 @@
-//! `RLock`: Redisson's reentrant lock surface on the quorum, with the waiting loop.
+//! `RLock`: Redisson's reentrant lock surface on the quorum.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use redlock_watchdog::LostSignal;
-use tokio::time::Instant;
 
-use crate::acquire::{attempt, Outcome};
-use crate::client::Inner;
-use crate::hold::{Grant, LeaseMode};
+use crate::hold::LeaseMode;
 use crate::holds::{HoldKey, Target};
+use crate::inner::Inner;
 use crate::inspect::inspect;
 use crate::owner::OwnerSource;
 use crate::unlock::{OnNoQuorum, OwedRelease};
-use crate::wakeup::Subscription;
-use crate::{Error, LockClient, LockGuard, LockOwner};
+use crate::wait::acquire_waiting;
+use crate::{Error, LockClient, LockGuard, OwnerToken};
 
 /// A reentrant distributed lock, Redisson's `RLock` for tokio.
 ///
 /// One Redis hash per lock on each master: the field is the owner (this client's UUID plus the
-/// current tokio task, or an explicit [`LockOwner`]), the value the hold count. Nested
+/// current tokio task, or an explicit owner, [`LockClient::new_owner`]), the value the hold count. Nested
 /// acquisition by the same owner counts up; each [`RLock::unlock`] counts down; the lock frees at
 /// zero. Another task, even of the same client, is another owner and waits.
 ///
@@ -67,7 +65,7 @@ use crate::{Error, LockClient, LockGuard, LockOwner};
 /// calling OS thread: `block_on` drives its future on that thread only. Futures run
 /// concurrently *in one task* (`tokio::join!`, `select!`, `FuturesUnordered`) are one owner:
 /// the second `lock()` is reentrant, not a wait, so they do not exclude each other. Give each
-/// its own [`LockOwner`] ([`RLock::with_owner`]), or spawn them as tasks.
+/// its own owner ([`LockClient::new_owner`]) ([`RLock::with_owner`]), or spawn them as tasks.
 ///
 /// # Examples
 ///
@@ -97,7 +95,7 @@ impl RLock {
         key: Arc<str>,
         owner: OwnerSource,
     ) -> Self {
-        let channel = crate::holds::channel_of(&key).into();
+        let channel = crate::wakeup::channel_of(&key).into();
         Self {
             client,
             name,
@@ -113,9 +111,9 @@ impl RLock {
     }
 
     /// The same lock, owned by `owner` from whatever task uses it.
-    pub fn with_owner(&self, owner: &LockOwner) -> RLock {
+    pub fn with_owner(&self, owner: &OwnerToken) -> RLock {
         RLock {
-            owner: OwnerSource::Fixed(Arc::clone(&owner.0)),
+            owner: OwnerSource::Fixed(owner.clone()),
             ..self.clone()
         }
     }
@@ -159,7 +157,7 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<(), Error> {
-        self.acquire_waiting(None, LeaseMode::Watchdog)
+        acquire_waiting(self.inner(), &self.target(), None, LeaseMode::Watchdog)
             .await
             .map(|_| ())
     }
@@ -186,7 +184,7 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<(), Error> {
-        self.acquire_waiting(None, LeaseMode::Fixed(lease))
+        acquire_waiting(self.inner(), &self.target(), None, LeaseMode::Fixed(lease))
             .await
             .map(|_| ())
     }
@@ -221,7 +219,11 @@ impl RLock {
     /// ```
     pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<bool, Error> {
         let mode = lease.map_or(LeaseMode::Watchdog, LeaseMode::Fixed);
-        Ok(self.acquire_waiting(Some(wait), mode).await?.is_some())
+        Ok(
+            acquire_waiting(self.inner(), &self.target(), Some(wait), mode)
+                .await?
+                .is_some(),
+        )
     }
 
     /// [`RLock::lock`], returning a guard that unlocks when dropped.
@@ -311,10 +313,10 @@ impl RLock {
         // The owner is resolved here, in the caller's task, and the guard keeps it.
         let target = self.target();
         let lock = RLock {
-            owner: OwnerSource::Fixed(Arc::clone(&target.hold.owner)),
+            owner: OwnerSource::Fixed(target.hold.owner.clone()),
             ..self.clone()
         };
-        let grant = lock.acquire_waiting(wait, mode).await?;
+        let grant = acquire_waiting(self.inner(), &target, wait, mode).await?;
         Ok(grant.map(|grant| {
             let release = OwedRelease::new(
                 Arc::clone(self.inner()),
@@ -493,133 +495,4 @@ impl RLock {
         let target = self.target();
         self.inner().holds.get(&target.hold)?.lost()
     }
-
-    /// Attempts until acquired, or until `wait` (if any) has passed while the lock is held by
-    /// someone else. Between attempts it sleeps until a release is announced or the holder's
-    /// lease runs out, whichever comes first; after a split vote, a short jittered pause; once
-    /// a release was heard and a majority still names a holder, a recheck that starts at a
-    /// per-node timeout and doubles, until the next release restarts it.
-    async fn acquire_waiting(
-        &self,
-        wait: Option<Duration>,
-        mode: LeaseMode,
-    ) -> Result<Option<Grant>, Error> {
-        let inner = self.inner();
-        let target = self.target();
-        // A wait too long to represent is no deadline at all.
-        let deadline = wait.map(|wait| Instant::now().checked_add(wait));
-        let left = || match deadline {
-            Some(Some(deadline)) => Some(deadline.saturating_duration_since(Instant::now())),
-            _ => None,
-        };
-        let policy = inner.redlock.config().retry;
-        let (mut retries, mut splits) = (0, 0);
-        let mut waiting = Waiting::default();
-        // Once a release was heard, how long to wait before looking again while a majority
-        // still names a holder (the release may not have reached every master yet).
-        let mut recheck: Option<Duration> = None;
-        let mut previous_start: Option<Instant> = None;
-        loop {
-            // Listen before trying, so a release between the attempt and the sleep still wakes us.
-            let mut notified = waiting
-                .subscription
-                .as_ref()
-                .map(|s| Box::pin(s.notify().notified()));
-            if let Some(notified) = notified.as_mut() {
-                notified.as_mut().enable();
-            }
-            let started = Instant::now();
-            // A release heard since the previous attempt started (by any waiter of this client)
-            // may not have reached the masters that refuse this attempt yet.
-            let since = previous_start.replace(started).unwrap_or(started);
-            let (fallback, rechecking) = match attempt(inner, &target, mode).await {
-                Ok(Outcome::Acquired(grant)) => {
-                    waiting.owes_wakeup = false;
-                    return Ok(Some(grant));
-                }
-                Ok(Outcome::Expired) => continue,
-                Ok(Outcome::Held { ttl }) => {
-                    (retries, splits) = (0, 0);
-                    let heard = waiting
-                        .subscription
-                        .as_ref()
-                        .and_then(Subscription::last_release_heard);
-                    if heard.is_some_and(|heard| heard >= since) {
-                        recheck = Some(first_recheck(inner));
-                    }
-                    match recheck {
-                        Some(pause) if ttl.is_none_or(|ttl| pause < ttl) => (Some(pause), true),
-                        _ => (ttl, false),
-                    }
-                }
-                Ok(Outcome::Contended) => {
-                    retries = 0;
-                    splits += 1;
-                    (Some(policy.delay(splits - 1)), false)
-                }
-                Err(err) if err.is_retryable() && retries < policy.retries => {
-                    let pause = policy.delay(retries);
-                    retries += 1;
-                    if left().is_some_and(|left| left <= pause) {
-                        return Err(err);
-                    }
-                    tokio::time::sleep(pause).await;
-                    continue;
-                }
-                Err(err) => return Err(err),
-            };
-            if left() == Some(Duration::ZERO) {
-                return Ok(None);
-            }
-            if waiting.subscription.is_none() {
-                drop(notified);
-                waiting.subscription = Some(inner.wakeups.subscribe(target.channel()).await);
-                continue; // try again now that releases reach us
-            }
-            let fallback = [fallback, left()].into_iter().flatten().min();
-            let sleep = async {
-                match fallback {
-                    Some(fallback) => tokio::time::sleep(fallback).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                biased;
-                () = async { if let Some(n) = notified { n.await } } => {
-                    waiting.owes_wakeup = true;
-                }
-                () = sleep => {
-                    if rechecking {
-                        recheck = recheck.map(|pause| pause.saturating_mul(2));
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// A waiter's subscription, and whether it took a wake-up that it has not turned into a grant.
-/// A release wakes one waiter of this client; if that waiter then leaves without the lock (its
-/// wait ran out, it failed, or it was dropped), the wake-up goes on to the next one, so the
-/// others do not sleep through a release that freed the lock.
-#[derive(Default)]
-struct Waiting {
-    subscription: Option<Subscription>,
-    owes_wakeup: bool,
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        if let (true, Some(subscription)) = (self.owes_wakeup, &self.subscription) {
-            subscription.notify().notify_one();
-        }
-    }
-}
-
-/// The first look again after a release that did not free the lock: 1 to 1.5 per-node
-/// timeouts (about the time a release on a slower master may take to land), jittered so that
-/// waiting clients do not look at once.
-fn first_recheck(inner: &Inner) -> Duration {
-    let node_timeout = inner.node_timeout();
-    node_timeout + node_timeout.mul_f64(fastrand::f64() / 2.0)
 }

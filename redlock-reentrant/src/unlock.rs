@@ -10,15 +10,14 @@
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use redlock_core::FanOut;
-use redlock_watchdog::LostReason;
+use redlock_core::quorum::lease_millis;
+use redlock_core::{Error, FanOut, LostReason};
 
-use crate::acquire::millis;
-use crate::client::Inner;
 use crate::hold::{Hold, LeaseMode, Refusal, ReleasePlan};
-use crate::holds::{channel_of, HoldGuard, Target};
-use crate::scripts::{ABANDON, FORCE_UNLOCK, UNLOCK};
-use crate::Error;
+use crate::holds::{HoldGuard, Target};
+use crate::inner::Inner;
+use crate::lua::{Applied, UnlockReply, ABANDON, FORCE_UNLOCK, UNLOCK};
+use crate::wakeup::channel_of;
 
 /// What a release does when too few nodes answer it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,7 +243,7 @@ impl InFlight {
         #[cfg(feature = "sabotage")]
         let unlock_script: &redlock_core::LockScript = if crate::sabotage::release_without_compare()
         {
-            &crate::scripts::UNLOCK_WITHOUT_COMPARE
+            &crate::lua::UNLOCK_WITHOUT_COMPARE
         } else {
             &UNLOCK
         };
@@ -257,26 +256,29 @@ impl InFlight {
             .arg(target.owner())
             .arg(target.channel())
             .arg(&self.plan.request)
-            .arg(millis(inner.latch_ttl()))
+            .arg(lease_millis(inner.latch_ttl()))
             .arg(self.plan.count);
-        let nodes = inner.redlock.nodes().len();
-        let mut retry = 0;
-        loop {
-            let mut fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
-            let released = fan.count(|left| *left >= 0);
-            let refused = fan.count(|left| *left < 0);
-            if released >= fan.quorum() {
+        let mut fan: FanOut<UnlockReply> = config
+            .retry
+            .retry(
+                || inner.redlock.nodes().run_script(&call, timeout),
+                |fan| verdict(fan) == Verdict::Undecided,
+            )
+            .await;
+        match verdict(&fan) {
+            Verdict::Released => {
                 let mode = self.mode;
                 let left = self.hold().released(mode);
+                let released = fan.count(|reply| matches!(reply, UnlockReply::Left(_)));
                 tracing::debug!(lock = %target.name, left, released, "unlocked");
-                return Ok(left);
+                Ok(left)
             }
-            if released + (nodes - fan.answered()) < fan.quorum() || refused >= fan.quorum() {
+            Verdict::Refused => {
                 // A majority no longer knows of this hold: it was lost before the release.
                 let reason = self.hold().release_refused();
-                return Err(Error::lock_lost(&target.name, reason));
+                Err(Error::lock_lost(&target.name, reason))
             }
-            if retry >= config.retry.retries {
+            Verdict::Undecided => {
                 let err = Error::no_quorum(&target.name, fan.answered(), &mut fan);
                 match on_no_quorum {
                     OnNoQuorum::KeepHold => self.hold().release_unanswered(),
@@ -286,11 +288,33 @@ impl InFlight {
                         }
                     }
                 }
-                return Err(err);
+                Err(err)
             }
-            tokio::time::sleep(config.retry.delay(retry)).await;
-            retry += 1;
         }
+    }
+}
+
+/// What the nodes' answers to a release decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// A majority released it.
+    Released,
+    /// A majority does not know of the hold (or too few could still release it): it was lost.
+    Refused,
+    /// The nodes that did not answer could still go either way.
+    Undecided,
+}
+
+fn verdict(fan: &FanOut<UnlockReply>) -> Verdict {
+    let released = fan.count(|reply| matches!(reply, UnlockReply::Left(_)));
+    let refused = fan.count(|reply| *reply == UnlockReply::NotHeld);
+    let unanswered = fan.replies().len() - fan.answered();
+    if released >= fan.quorum() {
+        Verdict::Released
+    } else if released + unanswered < fan.quorum() || refused >= fan.quorum() {
+        Verdict::Refused
+    } else {
+        Verdict::Undecided
     }
 }
 
@@ -380,14 +404,16 @@ async fn abandon(inner: &Inner, target: &Target) {
         .arg(target.owner())
         .arg(target.channel())
         .by_source();
-    for retry in 0..=config.retry.retries {
-        let fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
-        if fan.answered() >= fan.quorum() {
-            return;
-        }
-        tokio::time::sleep(config.retry.delay(retry)).await;
+    let fan: FanOut<u64> = config
+        .retry
+        .retry(
+            || inner.redlock.nodes().run_script(&call, timeout),
+            |fan| fan.answered() < fan.quorum(),
+        )
+        .await;
+    if fan.answered() < fan.quorum() {
+        tracing::warn!(lock = %target.name, "gave up a hold no majority answered for; it expires with its lease");
     }
-    tracing::warn!(lock = %target.name, "gave up a hold no majority answered for; it expires with its lease");
 }
 
 /// Deletes the lock whoever holds it; returns whether a majority held it. This client's own
@@ -408,11 +434,11 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
         .arg(inner.request_id())
         .by_source();
     let timeout = inner.node_timeout();
-    let mut fan: FanOut<i64> = inner.redlock.nodes().run_script(&call, timeout).await;
+    let mut fan: FanOut<Applied> = inner.redlock.nodes().run_script(&call, timeout).await;
     if fan.answered() < fan.quorum() {
         return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
     }
-    Ok(fan.has_quorum(|deleted| *deleted == 1))
+    Ok(fan.has_quorum(|deleted| *deleted == Applied::Yes))
 }
 
 /// Releases every hold of this client (shutdown): each lock it holds is deleted whatever its
@@ -438,11 +464,13 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
         .map(|(batch, channels)| {
             batch.iter().zip(channels).fold(
                 ABANDON.call().arg(&message).by_source(),
-                |call, ((key, _), channel)| call.key(&*key.key).arg(&*key.owner).arg(channel),
+                |call, ((key, _), channel)| {
+                    call.key(&*key.key).arg(key.owner.as_str()).arg(channel)
+                },
             )
         })
         .collect();
-    let fans: Vec<FanOut<i64>> = join_all(
+    let fans: Vec<FanOut<u64>> = join_all(
         calls
             .iter()
             .map(|call| inner.redlock.nodes().run_script(call, timeout)),

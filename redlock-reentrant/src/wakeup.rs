@@ -134,6 +134,12 @@ impl Drop for Subscription {
     }
 }
 
+/// The pub/sub channel on which the release of the lock `key` is announced: the one place
+/// its name is built.
+pub(crate) fn channel_of(key: &str) -> String {
+    format!("{key}:released")
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves the map consistent; a panic elsewhere cannot half-write it.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)

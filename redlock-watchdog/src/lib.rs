@@ -16,8 +16,11 @@
 //!   tokio-util `CancellationToken` for work that must stop, and a tracing warning.
 //! - **A cap** ([`WatchdogConfig::max_hold`]) stops renewing a hold after a maximum time.
 //!
-//! Most users get all of this through `redlock-reentrant`'s `RLock::lock()`; this crate is the
-//! piece that renews, usable by any lock stored as a hash whose fields are owners.
+//! - **Any kind of lock**: the watchdog knows a lock only by its [`RenewScript`], which the
+//!   lock kind supplies. [`Watchdog::acquire`] gives `redlock-core`'s plain lock a renewed
+//!   lease ([`RenewedLease`]); `redlock-reentrant` registers its hashes with its own script.
+//!
+//! Most users get all of this through `redlock-reentrant`'s `RLock::lock()`.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -35,18 +38,30 @@
 
 mod config;
 mod lost;
+mod registration;
 mod registry;
+mod renew_script;
 mod renewal;
+mod renewed_lease;
 #[cfg(feature = "sabotage")]
 #[doc(hidden)]
 pub mod sabotage;
-mod scripts;
+mod schedule;
+mod shared;
 mod stats;
 mod watchdog;
 
 pub use config::WatchdogConfig;
-pub use lost::{LostReason, LostSignal};
-pub use registry::Registration;
+pub use lost::LostSignal;
+pub use redlock_core::LostReason;
+pub use registration::Registration;
+pub use renew_script::RenewScript;
 pub use renewal::RENEWING_TARGET;
+pub use renewed_lease::RenewedLease;
 pub use stats::WatchdogStats;
 pub use watchdog::Watchdog;
+
+/// This crate's README example compiles (checked by `cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadme;

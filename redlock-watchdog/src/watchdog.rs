@@ -1,17 +1,12 @@
 //! The watchdog handle: registers holds and owns the one renewal task of a client.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use redlock_core::{InvalidArgument, Redlock};
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
-use crate::registry::{Entry, EntryState};
-use crate::stats::Counters;
-use crate::{LostReason, LostSignal, Registration, WatchdogConfig, WatchdogStats};
+use crate::shared::Shared;
+use crate::{LostReason, Registration, RenewScript, WatchdogConfig, WatchdogStats};
 
 /// Renews the leases of held locks while their holder lives, and tells a holder when its lock
 /// is lost.
@@ -22,8 +17,10 @@ use crate::{LostReason, LostSignal, Registration, WatchdogConfig, WatchdogStats}
 /// loses it at once; renewals that keep failing lose it just before its validity runs out, so
 /// the holder hears of it while the lock is still its own.
 ///
-/// The data it renews is the reentrant lock's: a hash per lock whose fields are owners. A
-/// renewal only ever extends a lease: it never shortens a TTL that a longer lease set.
+/// It knows nothing of a lock's data: each hold is registered with its lock kind's
+/// [`RenewScript`], and holds of several kinds are renewed side by side. A renewal only ever
+/// extends a lease: it never shortens a TTL that a longer lease set. [`Watchdog::acquire`]
+/// takes `redlock-core`'s plain (non-reentrant) lock with renewal.
 ///
 /// Dropping the last handle stops the task; held locks then expire within one timeout.
 ///
@@ -32,12 +29,13 @@ use crate::{LostReason, LostSignal, Registration, WatchdogConfig, WatchdogStats}
 /// ```no_run
 /// use std::time::Instant;
 /// use redlock_core::{Redlock, RedlockConfig};
-/// use redlock_watchdog::{Watchdog, WatchdogConfig};
+/// use redlock_watchdog::{RenewScript, Watchdog, WatchdogConfig};
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let redlock = Redlock::new(RedlockConfig::with_nodes(["redis://127.0.0.1:6379"]))?;
 /// let watchdog = Watchdog::start(redlock, WatchdogConfig::default())?;
-/// let registration = watchdog.register("redlock:report", "client-uuid:task-7");
-/// // ... acquire the hash lock `redlock:report` for owner `client-uuid:task-7` ...
+/// // A plain lock's key and owner token; another kind of lock brings its own script.
+/// let registration = watchdog.register(RenewScript::plain(), "redlock:report", "owner-token");
+/// // ... acquire the lock `redlock:report` for that owner ...
 /// # let valid_until = Instant::now();
 /// registration.activate_renewed(valid_until);
 /// let lost = registration.lost_signal().clone();
@@ -51,21 +49,6 @@ use crate::{LostReason, LostSignal, Registration, WatchdogConfig, WatchdogStats}
 #[derive(Debug, Clone)]
 pub struct Watchdog {
     shared: Arc<Shared>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) redlock: Redlock,
-    pub(crate) config: WatchdogConfig,
-    pub(crate) entries: DashMap<u64, Entry>,
-    pub(crate) reschedule: Arc<Notify>,
-    /// What the renewal task last planned; a hold that makes it due sooner wakes it.
-    pub(crate) schedule: std::sync::Mutex<Schedule>,
-    /// How long the last round took per hold, in nanoseconds: the lead before the next.
-    pub(crate) round_time_per_hold: AtomicU64,
-    pub(crate) counters: Counters,
-    next_id: AtomicU64,
-    shutdown: CancellationToken,
 }
 
 impl Watchdog {
@@ -101,50 +84,32 @@ impl Watchdog {
                 minimum,
             });
         }
-        let shared = Arc::new(Shared {
-            redlock,
-            config: WatchdogConfig {
-                batch_size: config.batch_size.max(1),
-                ..config
-            },
-            entries: DashMap::new(),
-            reschedule: Arc::new(Notify::new()),
-            schedule: std::sync::Mutex::new(Schedule::default()),
-            // A guess until the first round measures it.
-            round_time_per_hold: AtomicU64::new(20_000),
-            counters: Counters::default(),
-            next_id: AtomicU64::new(0),
-            shutdown: CancellationToken::new(),
-        });
+        let config = WatchdogConfig {
+            batch_size: config.batch_size.max(1),
+            ..config
+        };
+        let shared = Arc::new(Shared::new(redlock, config));
         // The task holds the registry weakly: dropping the last handle drops it, which cancels
         // `shutdown` and ends the task.
-        tokio::spawn(crate::renewal::run(
-            Arc::downgrade(&shared),
-            Arc::clone(&shared.reschedule),
-            shared.shutdown.clone(),
-        ));
+        tokio::spawn(crate::renewal::run(Arc::downgrade(&shared)));
         Ok(Self { shared })
     }
 
-    /// Registers a hold of the hash lock `key` by the field `owner`, pending until activated.
-    /// Register before sending the acquisition.
-    pub fn register(&self, key: impl Into<String>, owner: impl Into<String>) -> Registration {
-        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let lost = LostSignal::new();
-        self.shared.entries.insert(
-            id,
-            Entry {
-                key: key.into(),
-                owner: owner.into(),
-                lost: lost.clone(),
-                state: EntryState::Pending,
-            },
-        );
-        Registration {
-            id,
-            shared: Arc::downgrade(&self.shared),
-            lost,
-        }
+    /// Registers a hold of the lock `key` by `owner`, renewed with its lock kind's `script`;
+    /// pending until activated. Register before sending an acquisition whose hold must be
+    /// known the moment it exists (or right after a plain grant, whose lease runs meanwhile).
+    pub fn register(
+        &self,
+        script: RenewScript,
+        key: impl Into<String>,
+        owner: impl Into<String>,
+    ) -> Registration {
+        self.shared.register(script, key.into(), owner.into())
+    }
+
+    /// The quorum client the watchdog renews through.
+    pub fn redlock(&self) -> &Redlock {
+        &self.shared.redlock
     }
 
     /// The configuration.
@@ -185,92 +150,5 @@ impl Watchdog {
     /// Whether [`Watchdog::shutdown`] was called.
     pub fn is_shut_down(&self) -> bool {
         self.shared.shutdown.is_cancelled()
-    }
-}
-
-impl Shared {
-    /// Changes a hold's state, keeps its lost signal's deadline in step, and wakes the renewal
-    /// task if it must act sooner than it planned.
-    pub(crate) fn update_state(&self, id: u64, change: impl FnOnce(EntryState) -> EntryState) {
-        let state = match self.entries.get_mut(&id) {
-            Some(mut entry) => {
-                entry.state = change(entry.state);
-                entry.lost.set_deadline(self.lost_deadline(entry.state));
-                entry.state
-            }
-            None => return,
-        };
-        self.wake_if_sooner(state);
-    }
-
-    /// Wakes the task only if it must act before it planned to: this hold's lost deadline comes
-    /// sooner (a short fixed lease), or the round moved earlier by more than 1 % of the
-    /// interval (each hold makes the round a little longer, so it starts a little earlier; the
-    /// lead is twice the expected round, which absorbs that much). Holds taken by the thousand
-    /// wake it a handful of times, not once each.
-    fn wake_if_sooner(&self, state: EntryState) {
-        let now = std::time::Instant::now();
-        let schedule = self
-            .schedule
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(wake) = schedule.wake else {
-            self.reschedule.notify_one();
-            return;
-        };
-        let set_at = self.set_at(state, now);
-        if schedule.earliest_set_at.is_none() && set_at.is_some() {
-            // The first renewed hold the task has not planned for: the plan starts from it.
-            self.reschedule.notify_one();
-            return;
-        }
-        let earliest = [schedule.earliest_set_at, set_at]
-            .into_iter()
-            .flatten()
-            .min();
-        let slack = self.config.renew_interval() / 100;
-        let round_sooner = self
-            .next_round(earliest, None)
-            .is_some_and(|round| round + slack < wake);
-        let lost_sooner = self
-            .lost_deadline(state)
-            .is_some_and(|(deadline, _)| tokio::time::Instant::from_std(deadline) < wake);
-        if round_sooner || lost_sooner {
-            self.reschedule.notify_one();
-        }
-    }
-
-    /// When renewal of a hold activated now stops, if the watchdog caps it. A cap too far away
-    /// to represent is no cap.
-    pub(crate) fn renew_cap(&self) -> Option<std::time::Instant> {
-        self.config
-            .max_hold
-            .and_then(|cap| std::time::Instant::now().checked_add(cap))
-    }
-
-    /// Removes the hold from the watchdog and fires its signal (the first reason wins); counts
-    /// and logs it.
-    pub(crate) fn declare_lost(&self, id: u64, reason: LostReason) {
-        if let Some((_, entry)) = self.entries.remove(&id) {
-            entry.lost.fire(reason);
-            self.counters.lost();
-            let reason = entry.lost.reason().unwrap_or(reason);
-            tracing::warn!(key = %entry.key, %reason, "lock lost");
-        }
-    }
-}
-
-/// What the renewal task last planned (see `renewal::run`).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Schedule {
-    /// When it will wake.
-    pub(crate) wake: Option<tokio::time::Instant>,
-    /// The earliest lease-set instant among renewed holds, when it planned.
-    pub(crate) earliest_set_at: Option<tokio::time::Instant>,
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
     }
 }

@@ -185,7 +185,7 @@ async fn script_flush_between_operations_is_invisible() {
             .await
             .expect("extend after flush");
         cluster.flush_scripts();
-        let rival = client.try_acquire(&name, LEASE).await;
+        let rival = client.acquire_once(&name, LEASE).await;
         assert!(matches!(rival, Err(Error::Contended { .. })), "{rival:?}");
         cluster.flush_scripts();
         client.release(&lease).await.expect("release after flush");

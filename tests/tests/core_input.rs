@@ -30,7 +30,7 @@ async fn each_invalid_argument_has_its_own_error_and_sends_nothing() {
         (client.acquire("a", Duration::from_millis(21)).await, |e| {
             matches!(e, InvalidArgument::LeaseTooShort { .. })
         }),
-        (client.try_acquire("", second).await, |e| {
+        (client.acquire_once("", second).await, |e| {
             *e == InvalidArgument::EmptyName
         }),
         (client.acquire("a", Duration::MAX).await, |e| {

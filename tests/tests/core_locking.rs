@@ -31,7 +31,7 @@ async fn lifecycle_on(nodes: usize) {
         "the key is on every node"
     );
 
-    match bob.try_acquire("job", lease).await {
+    match bob.acquire_once("job", lease).await {
         Err(Error::Contended { ttl: Some(ttl), .. }) => {
             assert!(ttl <= lease && !ttl.is_zero(), "reported ttl {ttl:?}")
         }
@@ -67,7 +67,7 @@ async fn lifecycle_on(nodes: usize) {
     );
     assert_eq!(cluster.count_keys("redlock:job"), 0);
 
-    let bobs = bob.try_acquire("job", lease).await.expect("free again");
+    let bobs = bob.acquire_once("job", lease).await.expect("free again");
     assert!(
         matches!(alice.release(&held).await, Err(Error::NotOwner { .. })),
         "a stale lease cannot release the new holder's lock"
@@ -99,7 +99,7 @@ async fn expiry_on(nodes: usize) {
 
     let held = client.acquire("expiring", lease).await.expect("granted");
     let acquired_at = Instant::now();
-    assert!(client.try_acquire("expiring", lease).await.is_err());
+    assert!(client.acquire_once("expiring", lease).await.is_err());
     assert!(
         eventually(Duration::from_secs(5), || cluster
             .count_keys("redlock:expiring")
@@ -112,7 +112,7 @@ async fn expiry_on(nodes: usize) {
     );
     assert!(!held.is_valid(), "the lease's own clock agrees it ran out");
     let again = client
-        .try_acquire("expiring", lease)
+        .acquire_once("expiring", lease)
         .await
         .expect("free after expiry");
     client.release(&again).await.expect("released");

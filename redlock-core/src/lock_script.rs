@@ -1,5 +1,7 @@
 //! Lua scripts and their calls: `EVALSHA`, falling back to `EVAL` on `NOSCRIPT`.
 
+use std::sync::OnceLock;
+
 use redis::ToRedisArgs;
 
 /// A Lua script run on every node, by its SHA1 when the node has it cached.
@@ -10,23 +12,29 @@ use redis::ToRedisArgs;
 ///
 /// # Examples
 ///
+/// Every lock crate declares its scripts the same way, as statics beside their Lua files:
+///
 /// ```
 /// use redlock_core::LockScript;
-/// let script = LockScript::new("return ARGV[1]");
-/// let call = script.call().key("redlock:a").arg("token");
+/// static ECHO: LockScript = LockScript::new("return ARGV[1]");
+/// let call = ECHO.call().key("redlock:a").arg("token");
 /// assert_eq!(call.key_count(), 1);
+/// assert_eq!(ECHO.sha().len(), 40);
 /// ```
 #[derive(Debug, Clone)]
 pub struct LockScript {
     source: &'static str,
-    sha: String,
+    /// Computed on first use: a `const` constructor cannot hash.
+    sha: OnceLock<String>,
 }
 
 impl LockScript {
     /// A script from its Lua source (user data goes in `KEYS`/`ARGV`, never in the source).
-    pub fn new(source: &'static str) -> Self {
-        let sha = redis::Script::new(source).get_hash().to_owned();
-        Self { source, sha }
+    pub const fn new(source: &'static str) -> Self {
+        Self {
+            source,
+            sha: OnceLock::new(),
+        }
     }
 
     /// Starts a call of this script.
@@ -41,7 +49,8 @@ impl LockScript {
 
     /// The script's SHA1, as `EVALSHA` names it.
     pub fn sha(&self) -> &str {
-        &self.sha
+        self.sha
+            .get_or_init(|| redis::Script::new(self.source).get_hash().to_owned())
     }
 }
 
@@ -58,7 +67,7 @@ impl std::fmt::Debug for ScriptCall<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Arguments may carry owner tokens: only their number is shown.
         f.debug_struct("ScriptCall")
-            .field("sha", &self.script.sha)
+            .field("sha", &self.script.sha())
             .field("keys", &self.keys.len())
             .field("args", &self.args.len())
             .finish()
@@ -104,11 +113,11 @@ impl ScriptCall<'_> {
 
     /// The script's SHA1.
     pub fn sha(&self) -> &str {
-        &self.script.sha
+        self.script.sha()
     }
 
     pub(crate) fn evalsha(&self) -> redis::Cmd {
-        self.command("EVALSHA", &self.script.sha)
+        self.command("EVALSHA", self.script.sha())
     }
 
     pub(crate) fn eval(&self) -> redis::Cmd {

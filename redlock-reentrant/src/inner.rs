@@ -1,0 +1,106 @@
+//! What every operation of a client shares: its id, the quorum, the watchdog, the wake-ups and
+//! this process's holds. The operations (`acquire`, `unlock`, `inspect`, `wait`) depend on this
+//! module and on nothing of each other's callers; `client` and `rlock` compose them.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redlock_core::{Error, InvalidArgument, Redlock};
+use redlock_watchdog::{Registration, RenewScript, Watchdog};
+
+use crate::holds::{Holds, Target};
+use crate::wakeup::Wakeups;
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) id: String,
+    pub(crate) redlock: Redlock,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) wakeups: Wakeups,
+    pub(crate) holds: Arc<Holds>,
+    pub(crate) fence_key: String,
+    closed: AtomicBool,
+    requests: AtomicU64,
+}
+
+impl Inner {
+    pub(crate) fn new(redlock: Redlock, watchdog: Watchdog, wakeups: Wakeups) -> Self {
+        let fence_key = format!("{}{}", redlock.config().key_prefix, FENCE_COUNTER);
+        Self {
+            id: uuid::Uuid::new_v4().to_string(),
+            redlock,
+            watchdog,
+            wakeups,
+            holds: Arc::default(),
+            fence_key,
+            closed: AtomicBool::new(false),
+            requests: AtomicU64::new(0),
+        }
+    }
+
+    /// Refuses every operation from now on.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Registers a new hold of `target` with the watchdog, renewed by this lock kind's script.
+    pub(crate) fn register(&self, target: &Target) -> Registration {
+        self.watchdog.register(
+            RenewScript::new(&crate::lua::RENEW),
+            target.key(),
+            target.owner(),
+        )
+    }
+
+    pub(crate) fn check_open(&self) -> Result<(), Error> {
+        if self.is_shut_down() {
+            Err(Error::ShutDown)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Checks a lock name and lease before anything is sent: the quorum's rules, and no lock
+    /// may take the name of the nodes' fencing counter.
+    pub(crate) fn check_request(&self, name: &str, lease: Duration) -> Result<(), Error> {
+        self.redlock.config().check_request(name, lease)?;
+        if name == FENCE_COUNTER {
+            return Err(InvalidArgument::ReservedName {
+                name: name.to_owned(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// A request id unique across every client: this client's UUID and a counter. For unlock
+    /// latches and release messages, which must be unique, not secret (no syscall per id).
+    pub(crate) fn request_id(&self) -> String {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{n}", self.id)
+    }
+
+    /// How long a final release is remembered for a retry of the same request: long enough for
+    /// `unlock`'s own retries and a caller's prompt retry after an error. It counts from when a
+    /// node ran the release, so a node that was paused remembers it for as long after resuming.
+    pub(crate) fn latch_ttl(&self) -> Duration {
+        (self.node_timeout() * 10).max(Duration::from_secs(1))
+    }
+
+    /// The per-node request timeout for a lock on the watchdog's lease (the configured one,
+    /// or the default share of that lease).
+    pub(crate) fn node_timeout(&self) -> Duration {
+        self.redlock
+            .config()
+            .node_timeout_for(self.watchdog.timeout())
+    }
+}
+
+/// The name (after the key prefix) of each node's fencing counter. No lock may have this name
+/// ([`InvalidArgument::ReservedName`]).
+pub const FENCE_COUNTER: &str = "fencing-counter";

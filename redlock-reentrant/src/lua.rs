@@ -1,0 +1,216 @@
+//! The reentrant lock's Lua scripts (sources in `lua/*.lua`), each with its reply decoded into
+//! a type beside it.
+
+use std::time::Duration;
+
+use redlock_core::redis::{self, FromRedisValue, ParsingError, Value};
+use redlock_core::LockScript;
+
+/// Takes or re-enters a lock on one node (`lua/acquire.lua`).
+pub(crate) static ACQUIRE: LockScript = LockScript::new(include_str!("lua/acquire.lua"));
+
+/// A node's answer to [`ACQUIRE`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// A new hold, with this node's fencing-token candidate.
+    NewHold { candidate: u64 },
+    /// A reentrant acquisition.
+    Nested,
+    /// Held by another owner (`holder`, its field) for `pttl` more.
+    HeldBy { pttl: Duration, holder: String },
+    /// This owner's count here is not the one expected: its hold is gone here.
+    CountMismatch,
+}
+
+impl AcquireReply {
+    /// Whether the node granted the acquisition.
+    pub(crate) fn granted(&self) -> bool {
+        matches!(self, AcquireReply::NewHold { .. } | AcquireReply::Nested)
+    }
+}
+
+impl FromRedisValue for AcquireReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (status, number, holder): (i64, i64, String) = redis::from_redis_value(value)?;
+        let unsigned =
+            || u64::try_from(number).map_err(|_| ParsingError::from(format!("negative {number}")));
+        match status {
+            1 => Ok(AcquireReply::NewHold {
+                candidate: unsigned()?,
+            }),
+            2 => Ok(AcquireReply::Nested),
+            0 => Ok(AcquireReply::HeldBy {
+                pttl: Duration::from_millis(unsigned()?),
+                holder,
+            }),
+            3 => Ok(AcquireReply::CountMismatch),
+            other => Err(format!("unknown acquire status {other}").into()),
+        }
+    }
+}
+
+/// Writes a chosen fencing token back to one node (`lua/fence.lua`); answers [`Applied`].
+pub(crate) static FENCE: LockScript = LockScript::new(include_str!("lua/fence.lua"));
+
+/// Undoes one acquisition attempt where it landed (`lua/undo.lua`); answers [`Applied`].
+pub(crate) static UNDO: LockScript = LockScript::new(include_str!("lua/undo.lua"));
+
+/// Deletes a lock whoever holds it (`lua/force_unlock.lua`); answers [`Applied`].
+pub(crate) static FORCE_UNLOCK: LockScript = LockScript::new(include_str!("lua/force_unlock.lua"));
+
+/// A node's answer to a script that acts only when its condition holds there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Applied {
+    /// It acted (the token written, the attempt undone, the lock deleted).
+    Yes,
+    /// Nothing to do here.
+    No,
+}
+
+impl FromRedisValue for Applied {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        match redis::from_redis_value::<i64>(value)? {
+            1 => Ok(Applied::Yes),
+            0 => Ok(Applied::No),
+            other => Err(format!("unknown answer {other}").into()),
+        }
+    }
+}
+
+/// Releases one acquisition on one node (`lua/unlock.lua`).
+pub(crate) static UNLOCK: LockScript = LockScript::new(include_str!("lua/unlock.lua"));
+
+/// The sabotaged twin of [`UNLOCK`] (`lua/unlock_without_compare.lua`), for the fault suite.
+#[cfg(feature = "sabotage")]
+pub(crate) static UNLOCK_WITHOUT_COMPARE: LockScript =
+    LockScript::new(include_str!("lua/unlock_without_compare.lua"));
+
+/// A node's answer to [`UNLOCK`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnlockReply {
+    /// Released (or a retry of a release applied here): this many acquisitions are left.
+    Left(u32),
+    /// This owner does not hold the lock here.
+    NotHeld,
+}
+
+impl FromRedisValue for UnlockReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        match redis::from_redis_value::<i64>(value)? {
+            -1 => Ok(UnlockReply::NotHeld),
+            left => u32::try_from(left)
+                .map(UnlockReply::Left)
+                .map_err(|_| format!("unknown unlock answer {left}").into()),
+        }
+    }
+}
+
+/// What one node knows of a lock (`lua/inspect.lua`).
+pub(crate) static INSPECT: LockScript = LockScript::new(include_str!("lua/inspect.lua"));
+
+/// A node's answer to [`INSPECT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Inspected {
+    /// Someone holds the lock here.
+    pub(crate) exists: bool,
+    /// The asking owner's hold count here.
+    pub(crate) count: u32,
+    /// The lock's remaining lease here, when it exists.
+    pub(crate) pttl: Option<Duration>,
+}
+
+impl FromRedisValue for Inspected {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (exists, count, pttl): (i64, i64, i64) = redis::from_redis_value(value)?;
+        Ok(Inspected {
+            exists: exists == 1,
+            count: u32::try_from(count).map_err(|_| format!("hold count {count}"))?,
+            pttl: u64::try_from(pttl)
+                .ok()
+                .filter(|_| exists == 1)
+                .map(Duration::from_millis),
+        })
+    }
+}
+
+/// Gives up holds of many locks at once and announces each (`lua/abandon.lua`); answers how
+/// many were deleted.
+pub(crate) static ABANDON: LockScript = LockScript::new(include_str!("lua/abandon.lua"));
+
+/// Renews many held locks on one node (`lua/renew.lua`): the watchdog's batch renewal of
+/// reentrant holds (the contract of `redlock_watchdog::RenewScript`).
+pub(crate) static RENEW: LockScript = LockScript::new(include_str!("lua/renew.lua"));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acquire_reply(status: i64, number: i64, holder: &str) -> Result<AcquireReply, ParsingError> {
+        AcquireReply::from_redis_value(Value::Array(vec![
+            Value::Int(status),
+            Value::Int(number),
+            Value::BulkString(holder.as_bytes().to_vec()),
+        ]))
+    }
+
+    #[test]
+    fn acquire_replies_are_decoded_by_status() {
+        assert_eq!(
+            acquire_reply(1, 42, ""),
+            Ok(AcquireReply::NewHold { candidate: 42 })
+        );
+        assert_eq!(acquire_reply(2, 3, ""), Ok(AcquireReply::Nested));
+        assert_eq!(
+            acquire_reply(0, 1500, "client:task-1"),
+            Ok(AcquireReply::HeldBy {
+                pttl: Duration::from_millis(1500),
+                holder: "client:task-1".into()
+            })
+        );
+        assert_eq!(acquire_reply(3, 0, ""), Ok(AcquireReply::CountMismatch));
+        assert!(acquire_reply(9, 0, "").is_err());
+        assert!(
+            acquire_reply(0, -1, "x").is_err(),
+            "a lock always has an expiry"
+        );
+    }
+
+    #[test]
+    fn the_other_replies_are_decoded() {
+        let int = |n| Value::Int(n);
+        assert_eq!(Applied::from_redis_value(int(1)), Ok(Applied::Yes));
+        assert_eq!(Applied::from_redis_value(int(0)), Ok(Applied::No));
+        assert!(Applied::from_redis_value(int(-1)).is_err());
+        assert_eq!(
+            UnlockReply::from_redis_value(int(0)),
+            Ok(UnlockReply::Left(0))
+        );
+        assert_eq!(
+            UnlockReply::from_redis_value(int(2)),
+            Ok(UnlockReply::Left(2))
+        );
+        assert_eq!(
+            UnlockReply::from_redis_value(int(-1)),
+            Ok(UnlockReply::NotHeld)
+        );
+        assert!(UnlockReply::from_redis_value(int(-2)).is_err());
+        let inspected =
+            |e, c, p| Inspected::from_redis_value(Value::Array(vec![int(e), int(c), int(p)]));
+        assert_eq!(
+            inspected(1, 2, 900),
+            Ok(Inspected {
+                exists: true,
+                count: 2,
+                pttl: Some(Duration::from_millis(900))
+            })
+        );
+        assert_eq!(
+            inspected(0, 0, -2),
+            Ok(Inspected {
+                exists: false,
+                count: 0,
+                pttl: None
+            })
+        );
+    }
+}

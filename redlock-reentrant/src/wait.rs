@@ -1,0 +1,142 @@
+//! Waiting for a lock: attempts until acquired, sleeping between them until a release is
+//! announced (see `wakeup`), the holder's lease runs out, or a paced retry is due.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redlock_core::Error;
+use tokio::time::Instant;
+
+use crate::acquire::{attempt, Outcome};
+use crate::hold::{Grant, LeaseMode};
+use crate::holds::Target;
+use crate::inner::Inner;
+use crate::wakeup::Subscription;
+
+/// Attempts until acquired, or until `wait` (if any) has passed while the lock is held by
+/// someone else. Between attempts it sleeps until a release is announced or the holder's
+/// lease runs out, whichever comes first; after a split vote, a short jittered pause; once
+/// a release was heard and a majority still names a holder, a recheck that starts at a
+/// per-node timeout and doubles, until the next release restarts it.
+pub(crate) async fn acquire_waiting(
+    inner: &Arc<Inner>,
+    target: &Target,
+    wait: Option<Duration>,
+    mode: LeaseMode,
+) -> Result<Option<Grant>, Error> {
+    // A wait too long to represent is no deadline at all.
+    let deadline = wait.map(|wait| Instant::now().checked_add(wait));
+    let left = || match deadline {
+        Some(Some(deadline)) => Some(deadline.saturating_duration_since(Instant::now())),
+        _ => None,
+    };
+    // Retries of a failure (a missing quorum) are bounded by the policy; pauses after split
+    // votes are not (contention is waited out, for as long as the caller waits).
+    let policy = inner.redlock.config().retry;
+    let (mut retries, mut splits) = (policy.backoff(), policy.backoff().unbounded());
+    let mut waiting = Waiting::default();
+    // Once a release was heard, how long to wait before looking again while a majority
+    // still names a holder (the release may not have reached every master yet).
+    let mut recheck: Option<Duration> = None;
+    let mut previous_start: Option<Instant> = None;
+    loop {
+        // Listen before trying, so a release between the attempt and the sleep still wakes us.
+        let mut notified = waiting
+            .subscription
+            .as_ref()
+            .map(|s| Box::pin(s.notify().notified()));
+        if let Some(notified) = notified.as_mut() {
+            notified.as_mut().enable();
+        }
+        let started = Instant::now();
+        // A release heard since the previous attempt started (by any waiter of this client)
+        // may not have reached the masters that refuse this attempt yet.
+        let since = previous_start.replace(started).unwrap_or(started);
+        let (fallback, rechecking) = match attempt(inner, target, mode).await {
+            Ok(Outcome::Acquired(grant)) => {
+                waiting.owes_wakeup = false;
+                return Ok(Some(grant));
+            }
+            Ok(Outcome::Expired) => continue,
+            Ok(Outcome::Held { ttl }) => {
+                retries.reset();
+                splits.reset();
+                let heard = waiting
+                    .subscription
+                    .as_ref()
+                    .and_then(Subscription::last_release_heard);
+                if heard.is_some_and(|heard| heard >= since) {
+                    recheck = Some(first_recheck(inner));
+                }
+                match recheck {
+                    Some(pause) if ttl.is_none_or(|ttl| pause < ttl) => (Some(pause), true),
+                    _ => (ttl, false),
+                }
+            }
+            Ok(Outcome::Contended) => {
+                retries.reset();
+                (splits.next_delay(), false)
+            }
+            Err(err) if err.is_retryable() => match retries.next_delay() {
+                Some(pause) if left().is_none_or(|left| left > pause) => {
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+                _ => return Err(err),
+            },
+            Err(err) => return Err(err),
+        };
+        if left() == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+        if waiting.subscription.is_none() {
+            drop(notified);
+            waiting.subscription = Some(inner.wakeups.subscribe(target.channel()).await);
+            continue; // try again now that releases reach us
+        }
+        let fallback = [fallback, left()].into_iter().flatten().min();
+        let sleep = async {
+            match fallback {
+                Some(fallback) => tokio::time::sleep(fallback).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = async { if let Some(n) = notified { n.await } } => {
+                waiting.owes_wakeup = true;
+            }
+            () = sleep => {
+                if rechecking {
+                    recheck = recheck.map(|pause| pause.saturating_mul(2));
+                }
+            }
+        }
+    }
+}
+
+/// A waiter's subscription, and whether it took a wake-up that it has not turned into a grant.
+/// A release wakes one waiter of this client; if that waiter then leaves without the lock (its
+/// wait ran out, it failed, or it was dropped), the wake-up goes on to the next one, so the
+/// others do not sleep through a release that freed the lock.
+#[derive(Default)]
+struct Waiting {
+    subscription: Option<Subscription>,
+    owes_wakeup: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let (true, Some(subscription)) = (self.owes_wakeup, &self.subscription) {
+            subscription.notify().notify_one();
+        }
+    }
+}
+
+/// The first look again after a release that did not free the lock: 1 to 1.5 per-node
+/// timeouts (about the time a release on a slower master may take to land), jittered so that
+/// waiting clients do not look at once.
+fn first_recheck(inner: &Inner) -> Duration {
+    let node_timeout = inner.node_timeout();
+    node_timeout + node_timeout.mul_f64(fastrand::f64() / 2.0)
+}

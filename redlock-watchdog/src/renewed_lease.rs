@@ -1,0 +1,165 @@
+//! `redlock-core`'s plain (non-reentrant) lock with its lease renewed while it is held, as
+//! Redisson offers beside its reentrant lock.
+
+use std::time::Instant;
+
+use redlock_core::{Error, Lease, LostReason, Redlock};
+
+use crate::{LostSignal, Registration, RenewScript, Watchdog};
+
+impl Watchdog {
+    /// Takes the plain (non-reentrant) lock `name` on the watchdog's lease, retrying by the
+    /// quorum's [`RetryPolicy`](redlock_core::RetryPolicy) while it is contended, and renews it
+    /// until the returned lease is released or dropped. Unlike `redlock-reentrant`'s `RLock`,
+    /// a second acquisition by the same task is refused as contended.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect, as [`Redlock::acquire`]: dropping the future leaves no key and no
+    /// renewal behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::acquire`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use redlock_core::{Redlock, RedlockConfig};
+    /// use redlock_watchdog::{Watchdog, WatchdogConfig};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redlock = Redlock::new(RedlockConfig::with_nodes(["redis://127.0.0.1:6379"]))?;
+    /// let watchdog = Watchdog::start(redlock, WatchdogConfig::default())?;
+    /// let lease = watchdog.acquire("nightly-report").await?;
+    /// tokio::select! {
+    ///     reason = lease.lost() => eprintln!("lost the lock: {reason}"),
+    ///     () = async { /* the work, however long it takes */ } => {}
+    /// }
+    /// lease.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self, name: &str) -> Result<RenewedLease, Error> {
+        let lease = self.redlock().acquire(name, self.timeout()).await?;
+        // No await from the grant to here: the hold is watched before anything can drop it.
+        let registration = self.register(RenewScript::plain(), lease.key(), lease.owner().as_str());
+        registration.activate_renewed(lease.valid_until());
+        Ok(RenewedLease {
+            redlock: self.redlock().clone(),
+            lease,
+            registration: Some(registration),
+        })
+    }
+}
+
+/// A plain lock renewed by a [`Watchdog`] while it is held ([`Watchdog::acquire`]).
+///
+/// Its lost signal fires if a renewal is refused or no majority confirms one before the
+/// validity the holder can prove runs out. Dropping it stops renewal at once and spawns its
+/// release on the current runtime (outside one, the lock expires within one watchdog timeout);
+/// prefer [`RenewedLease::release`], which reports the outcome.
+#[must_use = "dropping the lease releases the lock"]
+#[derive(Debug)]
+pub struct RenewedLease {
+    redlock: Redlock,
+    lease: Lease,
+    /// `None` once released.
+    registration: Option<Registration>,
+}
+
+impl RenewedLease {
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        self.lease.name()
+    }
+
+    /// The grant as it was acquired (its owner token, key and first validity).
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// The end of the longest validity a majority confirmed (the grant or a renewal). Once the
+    /// lease is lost, the grant's: never later than what the holder can prove.
+    pub fn valid_until(&self) -> Instant {
+        self.registration
+            .as_ref()
+            .and_then(Registration::valid_until)
+            .unwrap_or_else(|| self.lease.valid_until())
+    }
+
+    /// The signal that fires when the lock is lost.
+    pub fn lost_signal(&self) -> &LostSignal {
+        self.registration().lost_signal()
+    }
+
+    /// Waits until the lock is lost and tells why.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future changes nothing.
+    pub async fn lost(&self) -> LostReason {
+        self.lost_signal().lost().await
+    }
+
+    /// Whether the lock is lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost_signal().is_lost()
+    }
+
+    /// Stops renewing and releases the lock (compare-and-delete on every node).
+    ///
+    /// # Cancel safety
+    ///
+    /// Renewal stops at the first poll. Dropping the future then may leave the lock held on
+    /// some nodes until its lease runs out (one watchdog timeout at most); it never deletes
+    /// anyone else's lock.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::LockLost`]: the lock was lost before the release (its signal had fired, or a
+    ///   majority no longer held it).
+    /// - [`Error::NoQuorum`]: too few nodes answered; the lock expires with its lease where the
+    ///   release did not land, and is not renewed any more.
+    pub async fn release(mut self) -> Result<(), Error> {
+        let registration = self.registration.take().expect("present until released");
+        let lost = registration.lost_signal().reason();
+        registration.releasing();
+        let outcome = self.redlock.release(&self.lease).await;
+        match (outcome, lost) {
+            (_, Some(reason)) => Err(Error::lock_lost(self.name(), reason)),
+            (Err(Error::NotOwner { .. }), None) => {
+                registration.declare_lost(LostReason::NotOwner);
+                Err(Error::lock_lost(self.name(), LostReason::NotOwner))
+            }
+            (Err(err), None) => {
+                registration.declare_lost(LostReason::Abandoned);
+                Err(err)
+            }
+            (Ok(()), None) => Ok(()),
+        }
+    }
+
+    fn registration(&self) -> &Registration {
+        self.registration
+            .as_ref()
+            .expect("present until released, which consumes the lease")
+    }
+}
+
+impl Drop for RenewedLease {
+    fn drop(&mut self) {
+        let Some(registration) = self.registration.take() else {
+            return;
+        };
+        // No renewal from here on, whatever happens to the release.
+        drop(registration);
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let (redlock, lease) = (self.redlock.clone(), self.lease.clone());
+        redlock_core::spawn_cleanup(async move {
+            if let Err(err) = redlock.release(&lease).await {
+                tracing::debug!(lock = %lease.name(), error = %err, "release on drop failed; the lock expires with its lease");
+            }
+        });
+    }
+}

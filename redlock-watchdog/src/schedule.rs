@@ -1,0 +1,396 @@
+//! When the renewal task acts: the next round, the deadlines at which unconfirmed holds are
+//! lost, and when a change to a hold must wake the task early. Every timing decision of the
+//! watchdog is made here, on tokio's clock, so it can be tested with paused time.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use redlock_core::LostReason;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::registry::EntryState;
+use crate::WatchdogConfig;
+
+/// The renewal task's timetable.
+#[derive(Debug)]
+pub(crate) struct Scheduler {
+    /// The lease every renewal sets.
+    timeout: Duration,
+    /// The clock-drift allowance for that lease.
+    drift: Duration,
+    interval: Duration,
+    retry_interval: Duration,
+    /// See [`WatchdogConfig::lost_margin`].
+    lost_margin: Duration,
+    max_hold: Option<Duration>,
+    /// How long the last round took per hold, in nanoseconds: the lead before the next.
+    round_time_per_hold: AtomicU64,
+    /// What the task last planned; a hold that makes it due sooner wakes it.
+    plan: Mutex<Plan>,
+    wake: Notify,
+}
+
+/// What the renewal task last planned.
+#[derive(Debug, Default, Clone, Copy)]
+struct Plan {
+    /// When it will wake.
+    wake: Option<Instant>,
+    /// The earliest lease-set instant among renewed holds, when it planned.
+    earliest_set_at: Option<Instant>,
+}
+
+impl Scheduler {
+    /// A timetable for `config`, with the quorum's per-node timeout and drift for its lease.
+    pub(crate) fn new(config: &WatchdogConfig, node_timeout: Duration, drift: Duration) -> Self {
+        Self {
+            timeout: config.timeout,
+            drift,
+            interval: config.renew_interval(),
+            retry_interval: config.retry_interval(),
+            lost_margin: config.lost_margin(node_timeout),
+            max_hold: config.max_hold,
+            // A guess until the first round measures it.
+            round_time_per_hold: AtomicU64::new(20_000),
+            plan: Mutex::new(Plan::default()),
+            wake: Notify::new(),
+        }
+    }
+
+    /// When a hold activated at `now` stops being renewed, if renewal is capped. A cap too far
+    /// away to represent is no cap.
+    pub(crate) fn renew_cap(&self, now: Instant) -> Option<std::time::Instant> {
+        self.max_hold
+            .and_then(|cap| now.into_std().checked_add(cap))
+    }
+
+    /// When a hold in this state is lost if nothing confirms it first, and why. A renewed hold
+    /// is declared lost a margin before its validity ends, so its holder hears of it while the
+    /// lock is still its own; a fixed one when its validity ends.
+    pub(crate) fn lost_deadline(
+        &self,
+        state: EntryState,
+    ) -> Option<(std::time::Instant, LostReason)> {
+        let EntryState::Held(held) = state else {
+            return None;
+        };
+        if !held.renew {
+            return Some((held.valid_until, LostReason::LeaseExpired));
+        }
+        let deadline = held
+            .valid_until
+            .checked_sub(self.lost_margin)
+            .unwrap_or(held.valid_until);
+        let reason = if held.capped_at(deadline) {
+            LostReason::MaxHoldReached
+        } else {
+            LostReason::QuorumLost
+        };
+        Some((deadline, reason))
+    }
+
+    /// The holds lost as of `now`: past their deadline, or whose signal fired elsewhere (a
+    /// holder gave it up). `holds` yields each hold's id, state and signal's reason.
+    pub(crate) fn overdue(
+        &self,
+        holds: impl Iterator<Item = (u64, EntryState, Option<LostReason>)>,
+        now: Instant,
+    ) -> Vec<(u64, LostReason)> {
+        holds
+            .filter_map(|(id, state, fired)| {
+                if let Some(reason) = fired {
+                    return Some((id, reason));
+                }
+                let (deadline, reason) = self.lost_deadline(state)?;
+                (now >= Instant::from_std(deadline)).then_some((id, reason))
+            })
+            .collect()
+    }
+
+    /// Plans the next wake-up from the holds' states, publishes it, and returns it: the next
+    /// round, the next lost deadline, or an interval from `now`. `states` is read under the
+    /// plan's lock, so a hold changed meanwhile is either read here or compared with the
+    /// published plan in [`Scheduler::wake_if_sooner`].
+    pub(crate) fn plan(
+        &self,
+        states: impl FnOnce() -> Vec<EntryState>,
+        retry_at: Option<Instant>,
+        now: Instant,
+    ) -> Instant {
+        let mut plan = self.plan.lock().unwrap_or_else(PoisonError::into_inner);
+        let states = states();
+        let earliest = self.earliest_set_at(&states, now);
+        let round = self.next_round(earliest, retry_at, states.len());
+        let next_lost = states
+            .iter()
+            .filter_map(|state| self.lost_deadline(*state))
+            .map(|(deadline, _)| Instant::from_std(deadline))
+            .min();
+        let wake = [round, next_lost]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now + self.interval);
+        *plan = Plan {
+            wake: Some(wake),
+            earliest_set_at: earliest,
+        };
+        wake
+    }
+
+    /// Whether a renewal round is due at `now`.
+    pub(crate) fn round_due(
+        &self,
+        states: &[EntryState],
+        retry_at: Option<Instant>,
+        now: Instant,
+    ) -> bool {
+        let earliest = self.earliest_set_at(states, now);
+        self.next_round(earliest, retry_at, states.len())
+            .is_some_and(|round| now >= round)
+    }
+
+    /// Sleeps until `wake_at`, or until a change to a hold asks for an earlier plan.
+    pub(crate) async fn sleep_until(&self, wake_at: Instant) {
+        tokio::select! {
+            () = tokio::time::sleep_until(wake_at) => {}
+            () = self.wake.notified() => {}
+        }
+    }
+
+    /// After a round that missed the majority, when the next may start.
+    pub(crate) fn retry_after(&self, round_started: Instant) -> Instant {
+        round_started + self.retry_interval
+    }
+
+    /// A hold changed to `state` at `now`: wakes the task only if it must act before it
+    /// planned to. That is when this hold's lost deadline comes sooner (a short fixed lease),
+    /// or the round moved earlier by more than 1 % of the interval (each hold makes the round
+    /// a little longer, so it starts a little earlier; the lead is twice the expected round,
+    /// which absorbs that much). Holds taken by the thousand wake it a handful of times, not
+    /// once each.
+    pub(crate) fn wake_if_sooner(&self, state: EntryState, holds: usize, now: Instant) {
+        let plan = self.plan.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(wake) = plan.wake else {
+            self.wake.notify_one();
+            return;
+        };
+        let set_at = self.set_at(state, now);
+        if plan.earliest_set_at.is_none() && set_at.is_some() {
+            // The first renewed hold the task has not planned for: the plan starts from it.
+            self.wake.notify_one();
+            return;
+        }
+        let earliest = [plan.earliest_set_at, set_at].into_iter().flatten().min();
+        let slack = self.interval / 100;
+        let round_sooner = self
+            .next_round(earliest, None, holds)
+            .is_some_and(|round| round + slack < wake);
+        let lost_sooner = self
+            .lost_deadline(state)
+            .is_some_and(|(deadline, _)| Instant::from_std(deadline) < wake);
+        if round_sooner || lost_sooner {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Remembers how long a round took per hold, for the next lead.
+    pub(crate) fn learn_round_time(&self, took: Duration, renewed: usize) {
+        if renewed > 0 {
+            let per_hold = took / u32::try_from(renewed).unwrap_or(u32::MAX);
+            let nanos = u64::try_from(per_hold.as_nanos()).unwrap_or(u64::MAX);
+            self.round_time_per_hold.store(nanos, Ordering::Relaxed);
+        }
+    }
+
+    /// When a renewed hold's lease was last set (its acquisition, or its last confirmed
+    /// renewal). `None` for holds that are not renewed now.
+    fn set_at(&self, state: EntryState, now: Instant) -> Option<Instant> {
+        let EntryState::Held(held) = state else {
+            return None;
+        };
+        if !held.renewed_at(now.into_std()) {
+            return None;
+        }
+        Some(before(
+            Instant::from_std(held.valid_until),
+            self.timeout - self.drift,
+        ))
+    }
+
+    /// The earliest lease-set instant among renewed holds.
+    fn earliest_set_at(&self, states: &[EntryState], now: Instant) -> Option<Instant> {
+        states
+            .iter()
+            .filter_map(|state| self.set_at(*state, now))
+            .min()
+    }
+
+    /// When the next round should start: one interval after the earliest hold's lease was set,
+    /// less the lead a round over `holds` needs to reach every hold, and not before a paced
+    /// retry. Every hold is renewed in that round. `None` when nothing is renewed.
+    fn next_round(
+        &self,
+        earliest_set_at: Option<Instant>,
+        retry_at: Option<Instant>,
+        holds: usize,
+    ) -> Option<Instant> {
+        let due = before(earliest_set_at? + self.interval, self.round_lead(holds));
+        Some(retry_at.map_or(due, |retry| due.max(retry)))
+    }
+
+    /// Twice the expected duration of a round over `holds`: a hold's renewal lands up to one
+    /// round's duration after the round starts, and the round may be longer than the last one.
+    fn round_lead(&self, holds: usize) -> Duration {
+        let per_hold = Duration::from_nanos(self.round_time_per_hold.load(Ordering::Relaxed));
+        per_hold.saturating_mul(u32::try_from(holds).unwrap_or(u32::MAX)) * 2
+    }
+}
+
+/// `at - margin`, saturating at `at` itself for instants too early to subtract from.
+fn before(at: Instant, margin: Duration) -> Instant {
+    at.checked_sub(margin).unwrap_or(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{Held, Release};
+    use futures_util::FutureExt as _;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    /// A 30 s watchdog (renewed every 10 s) with a 20 ms per-node timeout and 302 ms drift.
+    fn scheduler() -> Scheduler {
+        let config = WatchdogConfig::default();
+        Scheduler::new(
+            &config,
+            Duration::from_millis(20),
+            Duration::from_millis(302),
+        )
+    }
+
+    /// A hold whose lease was set at `set_at`, renewed or not.
+    fn held(scheduler: &Scheduler, set_at: Instant, renew: bool) -> EntryState {
+        EntryState::Held(Held {
+            valid_until: (set_at + (scheduler.timeout - scheduler.drift)).into_std(),
+            renew,
+            renew_until: None,
+            release: Release::None,
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewed_hold_is_renewed_one_interval_after_its_lease_was_set() {
+        let scheduler = scheduler();
+        let now = Instant::now();
+        let hold = held(&scheduler, now, true);
+        let wake = scheduler.plan(|| vec![hold], None, now);
+        // The lead is twice the guessed 20 µs round: the round starts just before 10 s.
+        assert!(wake <= now + 10 * SECOND && wake > now + 10 * SECOND - SECOND / 100);
+        assert!(!scheduler.round_due(&[hold], None, now));
+        tokio::time::advance(10 * SECOND).await;
+        assert!(scheduler.round_due(&[hold], None, Instant::now()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_waits_a_quarter_interval_and_the_earliest_hold_sets_the_round() {
+        let scheduler = scheduler();
+        let now = Instant::now();
+        let (early, late) = (
+            held(&scheduler, now, true),
+            held(&scheduler, now + SECOND, true),
+        );
+        let due = scheduler.plan(|| vec![late, early], None, now);
+        assert!(due <= now + 10 * SECOND, "the earlier hold decides");
+        let retry_at = scheduler.retry_after(due);
+        assert_eq!(retry_at, due + SECOND * 10 / 4);
+        let wake = scheduler.plan(|| vec![late, early], Some(retry_at), due);
+        assert_eq!(wake, retry_at);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fixed_hold_is_lost_when_its_validity_ends_a_renewed_one_a_margin_before() {
+        let scheduler = scheduler();
+        let now = Instant::now();
+        let (fixed, renewed) = (held(&scheduler, now, false), held(&scheduler, now, true));
+        let valid_until = now + (scheduler.timeout - scheduler.drift);
+        assert_eq!(
+            scheduler.lost_deadline(fixed),
+            Some((valid_until.into_std(), LostReason::LeaseExpired))
+        );
+        let margin = WatchdogConfig::default().lost_margin(Duration::from_millis(20));
+        assert_eq!(
+            scheduler.lost_deadline(renewed),
+            Some(((valid_until - margin).into_std(), LostReason::QuorumLost))
+        );
+        // A fixed hold alone: the task wakes at its deadline, not at a round.
+        assert_eq!(scheduler.plan(|| vec![fixed], None, now), valid_until);
+        let holds = || [(1, fixed, None), (2, renewed, None)].into_iter();
+        assert!(scheduler.overdue(holds(), now).is_empty());
+        tokio::time::advance(valid_until - margin - now).await;
+        assert_eq!(
+            scheduler.overdue(holds(), Instant::now()),
+            vec![(2, LostReason::QuorumLost)]
+        );
+        tokio::time::advance(margin).await;
+        assert_eq!(scheduler.overdue(holds(), Instant::now()).len(), 2);
+        // A signal fired elsewhere is lost whatever its deadline.
+        let given_up = [(3, renewed, Some(LostReason::Abandoned))].into_iter();
+        assert_eq!(
+            scheduler.overdue(given_up, now),
+            vec![(3, LostReason::Abandoned)]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_a_hold_that_needs_the_task_sooner_wakes_it() {
+        let scheduler = scheduler();
+        let now = Instant::now();
+        let first = held(&scheduler, now, true);
+        let woken = || scheduler.wake.notified().now_or_never().is_some();
+        scheduler.plan(|| vec![first], None, now);
+        // Another renewed hold set a little later: the planned round covers it.
+        scheduler.wake_if_sooner(held(&scheduler, now + SECOND, true), 2, now + SECOND);
+        assert!(!woken(), "a later hold does not wake the task");
+        // A short fixed lease runs out before the planned round: the task must wake for it.
+        let short = EntryState::Held(Held {
+            valid_until: (now + 2 * SECOND).into_std(),
+            renew: false,
+            renew_until: None,
+            release: Release::None,
+        });
+        scheduler.wake_if_sooner(short, 2, now + SECOND);
+        assert!(woken(), "a deadline before the plan wakes the task");
+        // With nothing planned, any change wakes it.
+        let idle = Scheduler::new(&WatchdogConfig::default(), SECOND / 50, SECOND / 3);
+        idle.wake_if_sooner(EntryState::Pending, 1, now);
+        assert!(idle.wake.notified().now_or_never().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_capped_hold_is_lost_for_its_cap() {
+        let config = WatchdogConfig {
+            max_hold: Some(5 * SECOND),
+            ..WatchdogConfig::default()
+        };
+        let scheduler = Scheduler::new(&config, SECOND / 50, SECOND / 3);
+        let now = Instant::now();
+        let cap = scheduler.renew_cap(now);
+        assert_eq!(cap, Some((now + 5 * SECOND).into_std()));
+        let state = EntryState::Held(Held {
+            valid_until: (now + 29 * SECOND).into_std(),
+            renew: true,
+            renew_until: cap,
+            release: Release::None,
+        });
+        assert!(matches!(
+            scheduler.lost_deadline(state),
+            Some((_, LostReason::MaxHoldReached))
+        ));
+        // Past the cap it is no longer renewed: no round is planned for it.
+        tokio::time::advance(6 * SECOND).await;
+        assert!(!scheduler.round_due(&[state], None, Instant::now()));
+    }
+}
