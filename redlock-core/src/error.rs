@@ -171,6 +171,10 @@ pub enum InvalidArgument {
         /// The name.
         name: String,
     },
+    /// An explicit owner made by another lock client: each client keeps its own owners' holds,
+    /// so two clients sharing one owner could both hold a lock.
+    #[error("invalid argument: the lock owner belongs to another lock client")]
+    ForeignOwner,
     /// The clock-drift factor is negative, not finite, or 1 or more.
     #[error("invalid argument: the clock-drift factor must be in [0, 1), got {0}")]
     DriftFactor(f64),

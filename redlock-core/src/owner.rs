@@ -4,11 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Who holds a lock: a unique value stored in the lock (a plain lock's value, a reentrant
-/// lock's hash field). The one owner type of every lock of the workspace.
+/// lock's hash field). The owner value of every lock of the workspace.
 ///
 /// A plain lock's token is a fresh random UUID v4 per acquisition; only the holder knows it, so
 /// only the holder can release or extend. The reentrant lock's owners are its client's UUID
-/// plus the task, or an explicit owner from `LockClient::new_owner`. Cheap to clone. Its `Debug`
+/// plus the task, or an explicit `LockOwner` (a handle on one of these that only a client
+/// makes). Cheap to clone. Its `Debug`
 /// form hides it: owner values never reach a log line.
 ///
 /// # Examples
@@ -30,7 +31,9 @@ impl OwnerToken {
         Self(uuid::Uuid::new_v4().to_string().into())
     }
 
-    /// A token built from a caller's own unique string (the reentrant lock's owner ids).
+    /// A token built from a caller's own string (the reentrant lock's owner ids). It must be
+    /// unique to one owner across every client of the lock: to the nodes, two owners with one
+    /// value are one owner, and both hold the lock.
     pub fn from_string(value: String) -> Self {
         Self(value.into())
     }

@@ -9,7 +9,7 @@ use redlock_watchdog::{Watchdog, WatchdogConfig};
 use crate::inner::Inner;
 use crate::owner::OwnerSource;
 use crate::wakeup::Wakeups;
-use crate::{OwnerToken, RLock};
+use crate::{LockOwner, RLock};
 
 /// A connection to N independent Redis masters that hands out [`RLock`]s.
 ///
@@ -90,29 +90,9 @@ impl LockClient {
         )
     }
 
-    /// A new explicit owner, for work that moves between tasks.
-    ///
-    /// By default a lock's owner is the current tokio task: a task that spawns another task to
-    /// finish the work cannot unlock from there. Bind locks to an explicit owner with
-    /// [`RLock::with_owner`]: every task using that `RLock` is then the same owner. Owners are
-    /// unique to their client (and so to their process).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
-    /// let owner = client.new_owner();
-    /// let lock = client.get_lock("migration").with_owner(&owner);
-    /// lock.lock().await?;
-    /// let handle = tokio::spawn(async move {
-    ///     // ... the work, in another task ...
-    ///     lock.unlock().await // same owner: allowed
-    /// });
-    /// handle.await.expect("task")?;
-    /// # Ok(()) }
-    /// ```
-    pub fn new_owner(&self) -> OwnerToken {
-        OwnerToken::from_string(format!("{}:owner-{}", self.inner.id, uuid::Uuid::new_v4()))
+    /// A new explicit owner, for work that moves between tasks (see [`LockOwner`]).
+    pub fn new_owner(&self) -> LockOwner {
+        LockOwner::new(&self.inner.id)
     }
 
     /// This client's unique id, the first part of every owner it writes.

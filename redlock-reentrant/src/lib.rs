@@ -72,6 +72,7 @@ mod wakeup;
 pub use client::{LockClient, LockClientBuilder};
 pub use guard::LockGuard;
 pub use inner::FENCE_COUNTER;
+pub use owner::LockOwner;
 pub use rlock::RLock;
 
 /// The errors of every lock of the workspace: one type, defined by the quorum core.

@@ -1,14 +1,75 @@
 //! Who holds a lock: the client's UUID plus the current tokio task, or an explicit owner.
 
-use redlock_core::OwnerToken;
+use std::fmt;
+
+use redlock_core::{InvalidArgument, OwnerToken};
+
+/// An explicit lock owner, for work that moves between tasks.
+///
+/// By default a lock's owner is the current tokio task: a task that spawns another task to
+/// finish the work cannot unlock from there. Create a `LockOwner` with
+/// [`LockClient::new_owner`](crate::LockClient::new_owner) and bind locks to it with
+/// [`RLock::with_owner`](crate::RLock::with_owner): every task using that `RLock` is then the
+/// same owner. Only a client makes its owners, so they are unique to it (and to its process):
+/// a handle on an [`OwnerToken`], which cannot be forged from a string.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+/// let owner = client.new_owner();
+/// let lock = client.get_lock("migration").with_owner(&owner);
+/// lock.lock().await?;
+/// let handle = tokio::spawn(async move {
+///     // ... the work, in another task ...
+///     lock.unlock().await // same owner: allowed
+/// });
+/// handle.await.expect("task")?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct LockOwner(OwnerToken);
+
+impl LockOwner {
+    /// A new owner of the client `client_id`.
+    pub(crate) fn new(client_id: &str) -> Self {
+        Self(OwnerToken::from_string(format!(
+            "{client_id}:owner-{}",
+            uuid::Uuid::new_v4()
+        )))
+    }
+
+    /// Whether the client `client_id` made this owner.
+    pub(crate) fn belongs_to(&self, client_id: &str) -> bool {
+        self.0
+            .as_str()
+            .strip_prefix(client_id)
+            .is_some_and(|rest| rest.starts_with(":owner-"))
+    }
+
+    /// The value written to the nodes.
+    pub(crate) fn token(&self) -> &OwnerToken {
+        &self.0
+    }
+}
+
+impl fmt::Debug for LockOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The id is the field written to Redis: it identifies, it does not authorise; still, keep
+        // it out of casual logs.
+        f.write_str("LockOwner(..)")
+    }
+}
 
 /// How an `RLock` finds its owner.
 #[derive(Debug, Clone)]
 pub(crate) enum OwnerSource {
     /// The current tokio task, or the current thread outside a task.
     CurrentTask,
-    /// A fixed owner (an explicit one, or a guard's remembered owner).
+    /// A fixed owner (an explicit [`LockOwner`], or a guard's remembered owner).
     Fixed(OwnerToken),
+    /// A [`LockOwner`] of another client: refused.
+    Foreign,
 }
 
 impl OwnerSource {
@@ -16,13 +77,34 @@ impl OwnerSource {
     ///
     /// Inside a tokio task: `{client}:task-{id}`. Outside any task (`Runtime::block_on`, which
     /// drives its future on the calling thread and never moves it): `{client}:thread-{id}`.
-    pub(crate) fn resolve(&self, client_id: &str) -> OwnerToken {
-        match self {
+    pub(crate) fn resolve(&self, client_id: &str) -> Result<OwnerToken, InvalidArgument> {
+        Ok(match self {
             OwnerSource::Fixed(owner) => owner.clone(),
             OwnerSource::CurrentTask => OwnerToken::from_string(match tokio::task::try_id() {
                 Some(task) => format!("{client_id}:task-{task}"),
                 None => format!("{client_id}:thread-{:?}", std::thread::current().id()),
             }),
-        }
+            OwnerSource::Foreign => return Err(InvalidArgument::ForeignOwner),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_belongs_to_the_client_that_made_it_only() {
+        let owner = LockOwner::new("client-a");
+        assert!(owner.belongs_to("client-a"));
+        assert!(!owner.belongs_to("client-b"));
+        assert!(
+            !owner.belongs_to("client"),
+            "a prefix of the id is another client"
+        );
+        assert_eq!(
+            OwnerSource::Foreign.resolve("client-a").err(),
+            Some(InvalidArgument::ForeignOwner)
+        );
     }
 }

@@ -12,12 +12,12 @@ use crate::inspect::inspect;
 use crate::owner::OwnerSource;
 use crate::unlock::{OnNoQuorum, OwedRelease};
 use crate::wait::acquire_waiting;
-use crate::{Error, LockClient, LockGuard, OwnerToken};
+use crate::{Error, LockClient, LockGuard, LockOwner};
 
 /// A reentrant distributed lock, Redisson's `RLock` for tokio.
 ///
 /// One Redis hash per lock on each master: the field is the owner (this client's UUID plus the
-/// current tokio task, or an explicit owner, [`LockClient::new_owner`]), the value the hold count. Nested
+/// current tokio task, or an explicit [`LockOwner`]), the value the hold count. Nested
 /// acquisition by the same owner counts up; each [`RLock::unlock`] counts down; the lock frees at
 /// zero. Another task, even of the same client, is another owner and waits.
 ///
@@ -65,7 +65,7 @@ use crate::{Error, LockClient, LockGuard, OwnerToken};
 /// calling OS thread: `block_on` drives its future on that thread only. Futures run
 /// concurrently *in one task* (`tokio::join!`, `select!`, `FuturesUnordered`) are one owner:
 /// the second `lock()` is reentrant, not a wait, so they do not exclude each other. Give each
-/// its own owner ([`LockClient::new_owner`]) ([`RLock::with_owner`]), or spawn them as tasks.
+/// its own [`LockOwner`] ([`RLock::with_owner`]), or spawn them as tasks.
 ///
 /// # Examples
 ///
@@ -111,9 +111,18 @@ impl RLock {
     }
 
     /// The same lock, owned by `owner` from whatever task uses it.
-    pub fn with_owner(&self, owner: &OwnerToken) -> RLock {
+    ///
+    /// An owner of another [`LockClient`] is refused by every operation
+    /// ([`InvalidArgument::ForeignOwner`](crate::InvalidArgument::ForeignOwner)): each client
+    /// keeps its own owners' holds, so two clients sharing one owner could both hold the lock.
+    pub fn with_owner(&self, owner: &LockOwner) -> RLock {
+        let source = if owner.belongs_to(&self.client.inner.id) {
+            OwnerSource::Fixed(owner.token().clone())
+        } else {
+            OwnerSource::Foreign
+        };
         RLock {
-            owner: OwnerSource::Fixed(owner.clone()),
+            owner: source,
             ..self.clone()
         }
     }
@@ -122,15 +131,15 @@ impl RLock {
         &self.client.inner
     }
 
-    fn target(&self) -> Target {
-        Target {
+    fn target(&self) -> Result<Target, Error> {
+        Ok(Target {
             name: Arc::clone(&self.name),
             hold: HoldKey {
                 key: Arc::clone(&self.key),
-                owner: self.owner.resolve(&self.client.inner.id),
+                owner: self.owner.resolve(&self.client.inner.id)?,
             },
             channel: Arc::clone(&self.channel),
-        }
+        })
     }
 
     /// Takes the lock, waiting as long as it takes; the watchdog renews its lease while this
@@ -157,7 +166,7 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<(), Error> {
-        acquire_waiting(self.inner(), &self.target(), None, LeaseMode::Watchdog)
+        acquire_waiting(self.inner(), &self.target()?, None, LeaseMode::Watchdog)
             .await
             .map(|_| ())
     }
@@ -184,7 +193,7 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<(), Error> {
-        acquire_waiting(self.inner(), &self.target(), None, LeaseMode::Fixed(lease))
+        acquire_waiting(self.inner(), &self.target()?, None, LeaseMode::Fixed(lease))
             .await
             .map(|_| ())
     }
@@ -220,7 +229,7 @@ impl RLock {
     pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<bool, Error> {
         let mode = lease.map_or(LeaseMode::Watchdog, LeaseMode::Fixed);
         Ok(
-            acquire_waiting(self.inner(), &self.target(), Some(wait), mode)
+            acquire_waiting(self.inner(), &self.target()?, Some(wait), mode)
                 .await?
                 .is_some(),
         )
@@ -311,7 +320,7 @@ impl RLock {
         mode: LeaseMode,
     ) -> Result<Option<LockGuard>, Error> {
         // The owner is resolved here, in the caller's task, and the guard keeps it.
-        let target = self.target();
+        let target = self.target()?;
         let lock = RLock {
             owner: OwnerSource::Fixed(target.hold.owner.clone()),
             ..self.clone()
@@ -360,7 +369,7 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(&self) -> Result<(), Error> {
-        OwedRelease::new(Arc::clone(self.inner()), self.target(), None, None)
+        OwedRelease::new(Arc::clone(self.inner()), self.target()?, None, None)
             .pay(OnNoQuorum::KeepHold)
             .await
             .map(|_| ())
@@ -392,7 +401,7 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool, Error> {
-        crate::unlock::force_unlock(self.inner(), &self.target()).await
+        crate::unlock::force_unlock(self.inner(), &self.target()?).await
     }
 
     /// Whether anyone holds the lock on a majority of nodes.
@@ -413,7 +422,7 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn is_locked(&self) -> Result<bool, Error> {
-        Ok(inspect(self.inner(), &self.target()).await?.locked)
+        Ok(inspect(self.inner(), &self.target()?).await?.locked)
     }
 
     /// Whether this owner (the current task, or the explicit owner) holds the lock.
@@ -456,7 +465,7 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn hold_count(&self) -> Result<u32, Error> {
-        Ok(inspect(self.inner(), &self.target()).await?.hold_count)
+        Ok(inspect(self.inner(), &self.target()?).await?.hold_count)
     }
 
     /// How long the lock's lease still runs on a majority of nodes; `None` when it is not held.
@@ -479,20 +488,20 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>, Error> {
-        Ok(inspect(self.inner(), &self.target()).await?.remaining_ttl)
+        Ok(inspect(self.inner(), &self.target()?).await?.remaining_ttl)
     }
 
     /// The fencing token of this owner's current hold: strictly greater than every earlier
     /// holder's, the same for nested acquisitions. `None` when this owner holds nothing live.
     pub fn fencing_token(&self) -> Option<u64> {
-        let target = self.target();
+        let target = self.target().ok()?;
         self.inner().holds.get(&target.hold)?.token()
     }
 
     /// The lost signal of this owner's current hold, if it has one (live, or lost and not yet
     /// unwound).
     pub fn lost_signal(&self) -> Option<LostSignal> {
-        let target = self.target();
+        let target = self.target().ok()?;
         self.inner().holds.get(&target.hold)?.lost()
     }
 }

@@ -5,7 +5,6 @@ use std::time::Instant;
 use crate::{LostSignal, RenewScript};
 
 /// One watched hold.
-#[derive(Debug)]
 pub(crate) struct Entry {
     pub(crate) key: String,
     pub(crate) owner: String,
@@ -13,6 +12,17 @@ pub(crate) struct Entry {
     pub(crate) script: RenewScript,
     pub(crate) lost: LostSignal,
     pub(crate) state: EntryState,
+}
+
+impl std::fmt::Debug for Entry {
+    /// The owner is left out: a plain lock's owner token is what proves it holds the lock.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("key", &self.key)
+            .field("script", &self.script.script().sha())
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Where a watched hold stands.

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use redlock_core::{Error, Lease, LostReason, Redlock};
+use redlock_core::{Error, Lease, LostReason, SpawnOnDrop};
 
 use crate::{LostSignal, Registration, RenewScript, Watchdog};
 
@@ -15,12 +15,13 @@ impl Watchdog {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe in effect, as [`Redlock::acquire`]: dropping the future leaves no key and no
-    /// renewal behind.
+    /// Cancel safe in effect, as [`Redlock::acquire`](redlock_core::Redlock::acquire): dropping
+    /// the future leaves no key and no renewal behind.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::acquire`].
+    /// As [`Redlock::acquire`](redlock_core::Redlock::acquire), and [`Error::ShutDown`] once the
+    /// watchdog was shut down (a lock granted meanwhile is released again).
     ///
     /// # Examples
     ///
@@ -39,15 +40,24 @@ impl Watchdog {
     /// # Ok(()) }
     /// ```
     pub async fn acquire(&self, name: &str) -> Result<RenewedLease, Error> {
+        if self.is_shut_down() {
+            return Err(Error::ShutDown);
+        }
         let lease = self.redlock().acquire(name, self.timeout()).await?;
         // No await from the grant to here: the hold is watched before anything can drop it.
         let registration = self.register(RenewScript::plain(), lease.key(), lease.owner().as_str());
         registration.activate_renewed(lease.valid_until());
-        Ok(RenewedLease {
-            redlock: self.redlock().clone(),
+        let renewed = RenewedLease {
+            watchdog: self.clone(),
             lease,
             registration: Some(registration),
-        })
+        };
+        if self.is_shut_down() {
+            // Shut down while the grant was in flight: nothing would renew it.
+            drop(renewed);
+            return Err(Error::ShutDown);
+        }
+        Ok(renewed)
     }
 }
 
@@ -60,7 +70,10 @@ impl Watchdog {
 #[must_use = "dropping the lease releases the lock"]
 #[derive(Debug)]
 pub struct RenewedLease {
-    redlock: Redlock,
+    /// Keeps the renewal task alive for as long as the lease is held.
+    watchdog: Watchdog,
+    /// The grant. Never handed out: extending or releasing it behind the watchdog's back would
+    /// leave the lost deadline trusting a lease the nodes no longer hold.
     lease: Lease,
     /// `None` once released.
     registration: Option<Registration>,
@@ -72,9 +85,9 @@ impl RenewedLease {
         self.lease.name()
     }
 
-    /// The grant as it was acquired (its owner token, key and first validity).
-    pub fn lease(&self) -> &Lease {
-        &self.lease
+    /// The lock's Redis key.
+    pub fn key(&self) -> &str {
+        self.lease.key()
     }
 
     /// The end of the longest validity a majority confirmed (the grant or a renewal). Once the
@@ -109,9 +122,9 @@ impl RenewedLease {
     ///
     /// # Cancel safety
     ///
-    /// Renewal stops at the first poll. Dropping the future then may leave the lock held on
-    /// some nodes until its lease runs out (one watchdog timeout at most); it never deletes
-    /// anyone else's lock.
+    /// Renewal stops at the first poll. Dropped after that, the release is finished in a
+    /// spawned task (or, with no runtime left, the lock expires within one watchdog timeout);
+    /// it never deletes anyone else's lock.
     ///
     /// # Errors
     ///
@@ -123,7 +136,12 @@ impl RenewedLease {
         let registration = self.registration.take().expect("present until released");
         let lost = registration.lost_signal().reason();
         registration.releasing();
-        let outcome = self.redlock.release(&self.lease).await;
+        let (redlock, lease) = (self.watchdog.redlock().clone(), self.lease.clone());
+        let if_dropped = SpawnOnDrop::new(async move {
+            let _ = redlock.release(&lease).await;
+        });
+        let outcome = self.watchdog.redlock().release(&self.lease).await;
+        if_dropped.disarm();
         match (outcome, lost) {
             (_, Some(reason)) => Err(Error::lock_lost(self.name(), reason)),
             (Err(Error::NotOwner { .. }), None) => {
@@ -155,7 +173,7 @@ impl Drop for RenewedLease {
         if tokio::runtime::Handle::try_current().is_err() {
             return;
         }
-        let (redlock, lease) = (self.redlock.clone(), self.lease.clone());
+        let (redlock, lease) = (self.watchdog.redlock().clone(), self.lease.clone());
         redlock_core::spawn_cleanup(async move {
             if let Err(err) = redlock.release(&lease).await {
                 tracing::debug!(lock = %lease.name(), error = %err, "release on drop failed; the lock expires with its lease");

@@ -47,7 +47,7 @@ async fn no_public_type_error_or_log_line_shows_a_password() {
         ("LockClient", format!("{client:?} {client:#?}")),
         ("RLock", format!("{lock:?} {lock:#?}")),
         ("LockGuard", format!("{guard:?} {guard:#?}")),
-        ("OwnerToken", format!("{owner:?}")),
+        ("LockOwner", format!("{owner:?}")),
         ("RedlockConfig", format!("{config:?} {config:#?}")),
         ("Redlock", format!("{:?}", client.redlock())),
         ("Watchdog", format!("{:?}", client.watchdog())),

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{LockClient, LockGuard, OwnerToken, RLock, RetryPolicy};
+use redlock_reentrant::{LockClient, LockGuard, LockOwner, RLock, RetryPolicy};
 use redlock_tests::{
     client_connections, eventually, kill_pubsub_clients, pubsub_clients, RedisCluster,
 };
@@ -31,7 +31,7 @@ type Job = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 /// new task every time.
 struct Actor {
     task: Option<mpsc::UnboundedSender<Job>>,
-    owner: Option<OwnerToken>,
+    owner: Option<LockOwner>,
 }
 
 /// A guard the sequence keeps, with what the model needs to know of it.
