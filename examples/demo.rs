@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use redlock_core::quorum::majority;
 use redlock_core::{Error, Lease, Redlock, RedlockConfig};
-use redlock_tests::{HarnessError, RedisCluster, RedisServer};
+use redlock_testkit::{HarnessError, RedisCluster, RedisServer};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// How many masters the demo runs: the usual Redlock deployment.

@@ -4,7 +4,7 @@ use std::error::Error;
 use std::future::Future;
 use std::process::ExitCode;
 
-use redlock_tests::{RedisCluster, RedisServer};
+use redlock_testkit::{RedisCluster, RedisServer};
 
 /// Fails the example's scenario with a message unless the condition holds.
 #[allow(unused_macros)] // not every example checks with it

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use redlock_reentrant::LockClient;
-use redlock_tests::{eventually_async, seeded_rng, RedisCluster};
+use redlock_testkit::{eventually_async, seeded_rng, RedisCluster};
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(60);
 

@@ -8,7 +8,7 @@ use redlock_core::Error as CoreError;
 use redlock_reentrant::{
     Error, InvalidArgument, LockClient, Redlock, RedlockConfig, RetryPolicy, FENCE_COUNTER,
 };
-use redlock_tests::{eventually_async, RedisCluster};
+use redlock_testkit::{eventually_async, RedisCluster};
 
 async fn client(cluster: &RedisCluster) -> LockClient {
     LockClient::builder()

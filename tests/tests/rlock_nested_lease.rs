@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{LockClient, LostReason, RLock};
-use redlock_tests::{pttls, seeded_rng, RedisCluster};
+use redlock_testkit::{pttls, seeded_rng, RedisCluster};
 
 /// A short watchdog lease so the nested acquisition's old effect (a TTL cut to it) shows fast.
 const WATCHDOG: Duration = Duration::from_millis(1500);

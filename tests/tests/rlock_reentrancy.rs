@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use redlock_reentrant::{Error, LockClient};
-use redlock_tests::{hashes, RedisCluster};
+use redlock_testkit::{hashes, RedisCluster};
 
 async fn client(cluster: &RedisCluster) -> LockClient {
     LockClient::builder()
@@ -147,7 +147,7 @@ async fn an_explicit_owner_and_a_guard_unlock_from_another_task() {
     assert!(guard.fencing_token() > token);
     drop(guard);
     assert!(
-        redlock_tests::eventually_async(Duration::from_secs(5), || {
+        redlock_testkit::eventually_async(Duration::from_secs(5), || {
             cluster.count_keys("redlock:moving") == 0
         })
         .await,

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{LockClient, RLock};
-use redlock_tests::{hashes, pttls, HolderProcess, RedisCluster};
+use redlock_testkit::{hashes, pttls, HolderProcess, RedisCluster};
 
 const NODES: usize = 5;
 /// The watchdog timeout of every client here, the holders' included; renewed every third.

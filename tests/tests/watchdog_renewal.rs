@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::stream::{self, StreamExt};
 use redlock_reentrant::{Error, LockClient, LostReason};
-use redlock_tests::{eventually_async, pttls, Monitor, RedisCluster};
+use redlock_testkit::{eventually_async, pttls, Monitor, RedisCluster};
 
 const TIMEOUT: Duration = Duration::from_secs(3);
 /// A thirtieth of the lease: tests run side by side on two cores, and 1 % of 3 s (30 ms) would

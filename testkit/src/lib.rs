@@ -1,8 +1,12 @@
-//! Test harness for the redlock crates: real `redis-server` processes, no mocks.
+//! The redlock crates' test kit: real `redis-server` processes, no mocks, and no lock.
 //!
-//! Integration tests (this package's `tests/*.rs`) and demos use it to run a lock against
+//! It is lock-agnostic, as redis-rs's `redis-test` is: it depends on no redlock crate. It runs
 //! servers that really crash ([`RedisServer::kill`]), pause ([`RedisServer::stop`], SIGSTOP),
-//! and come back empty ([`RedisServer::restart`], as a master without persistence does).
+//! and come back empty ([`RedisServer::restart`], as a master without persistence does), puts
+//! fault-injecting TCP proxies in front of them, drives child processes, and checks the history
+//! they record. The lock comes from the package that drives it: `redlock-tests` (`tests/`), with
+//! the cross-crate scenarios, the fault-injection suite and its worker binaries.
+//!
 //! Each server listens on a free `127.0.0.1` port, keeps nothing on disk, logs to a temporary
 //! directory and is killed when dropped; a failing test prints the server log's tail.
 //!
@@ -10,7 +14,7 @@
 //! (see [`HarnessError::RedisServerMissing`] for how to install it).
 //!
 //! ```no_run
-//! use redlock_tests::RedisCluster;
+//! use redlock_testkit::RedisCluster;
 //!
 //! // Five independent masters, as Redlock recommends.
 //! let cluster = RedisCluster::start(5);
@@ -26,8 +30,8 @@
 //!
 //! # The fault-injection suite
 //!
-//! [`FaultRun`] drives the suite's scenarios (`tests/fault_*.rs`): five masters, a
-//! [`FencedResource`], worker processes (the `fault_worker` binary, configured by a
+//! [`FaultRun`] drives the suite's scenarios (`redlock-tests`' `tests/fault_*.rs`): five masters,
+//! a [`FencedResource`], worker processes (that package's `fault_worker` binary, configured by a
 //! [`WorkerSpec`]) that reach each master through a [`ProxyGrid`] cell of their own, faults
 //! injected by hand or by the seeded [`Nemesis`], and every event in one [`History`] on the
 //! machine's monotonic clock. [`check_all`] runs the checkers over it; `docs/safety.md` says
