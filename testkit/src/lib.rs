@@ -44,10 +44,10 @@ mod cluster;
 mod error;
 mod fault_run;
 mod fenced;
+mod fixtures;
 pub mod history;
 mod holder;
 mod introspect;
-mod lock_fixtures;
 mod monitor;
 mod nemesis;
 mod outcome;
@@ -68,14 +68,14 @@ pub use cluster::RedisCluster;
 pub use error::{HarnessError, INSTALL_HINT};
 pub use fault_run::{actor, one_scenario_at_a_time, FaultRun, RunConfig};
 pub use fenced::{Access, FencedClient, FencedResource};
+pub use fixtures::{
+    error_chain, eventually, eventually_async, hashes, pttls, seeded_rng, test_seed,
+};
 pub use history::History;
 pub use holder::HolderProcess;
 pub use introspect::{
     client_connections, command_calls, kill_pubsub_clients, parse_commandstats, pubsub_clients,
     reset_command_stats, subscribers,
-};
-pub use lock_fixtures::{
-    error_chain, eventually, eventually_async, hashes, pttls, seeded_rng, test_seed,
 };
 pub use monitor::Monitor;
 pub use nemesis::{FaultKind, Nemesis};
