@@ -1,0 +1,55 @@
+//! The fault-injection suite and the cross-crate scenarios of the redlock crates.
+//!
+//! This package drives the locks through the lock-agnostic harness in `redlock-testkit`: its
+//! `tests/*.rs` are the scenarios, named by area, its binaries (`holder`, `fault_worker`) hold
+//! locks in child processes, and `benches/locks/` is the benchmark. It is the only package that
+//! turns on `redlock-reentrant`'s `sabotage` feature, for the broken twins the fault suite's
+//! checkers must catch.
+//!
+//! Its library holds the lock fixtures the scenarios share.
+
+use std::time::Duration;
+
+use redlock_reentrant::{LockClient, LockClientBuilder};
+use redlock_testkit::RedisCluster;
+
+/// The watchdog lease most scenarios give their clients: 3 s, renewed every 1 s, the default's
+/// ratio (30 s, every 10 s) at a tenth of the wait.
+pub const WATCHDOG: Duration = Duration::from_secs(3);
+
+/// A client of `cluster`'s masters whose locks taken without a lease get `watchdog_timeout`,
+/// renewed every third of it; the rest of its configuration is the library's default.
+///
+/// # Panics
+///
+/// If the client cannot be built.
+pub async fn client(cluster: &RedisCluster, watchdog_timeout: Duration) -> LockClient {
+    build(
+        LockClient::builder().watchdog_timeout(watchdog_timeout),
+        cluster,
+    )
+    .await
+}
+
+/// A [`client`] whose masters each get `node_timeout` to answer a request.
+///
+/// # Panics
+///
+/// If the client cannot be built.
+pub async fn client_with_timeouts(
+    cluster: &RedisCluster,
+    watchdog_timeout: Duration,
+    node_timeout: Duration,
+) -> LockClient {
+    build(
+        LockClient::builder()
+            .watchdog_timeout(watchdog_timeout)
+            .node_timeout(node_timeout),
+        cluster,
+    )
+    .await
+}
+
+async fn build(builder: LockClientBuilder, cluster: &RedisCluster) -> LockClient {
+    builder.nodes(cluster.urls()).build().await.expect("client")
+}
