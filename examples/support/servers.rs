@@ -57,23 +57,17 @@ impl Masters {
         Ok(masters)
     }
 
-    /// Their `redis://` URLs.
+    /// The `redis://` URLs of those still running (all of them until one is killed).
     pub(crate) fn urls(&self) -> Vec<String> {
-        self.ports
-            .iter()
-            .map(|port| format!("redis://127.0.0.1:{port}"))
+        (self.servers.iter().zip(&self.ports))
+            .filter(|(server, _)| server.is_some())
+            .map(|(_, port)| format!("redis://127.0.0.1:{port}"))
             .collect()
     }
 
-    /// Their ports.
+    /// Their ports, killed ones included, in the order they were started.
     pub(crate) fn ports(&self) -> &[u16] {
         &self.ports
-    }
-
-    /// How many are still running.
-    #[allow(dead_code)] // only the demo kills masters
-    pub(crate) fn running(&self) -> usize {
-        self.servers.iter().flatten().count()
     }
 
     /// Kills master `index` with SIGKILL, a crash: nothing flushed, connections reset.
