@@ -1,10 +1,12 @@
-//! What every example shares: three local Redis masters for the length of the run, and Ctrl-C.
+//! What every example shares: local Redis masters for the length of the run, and Ctrl-C.
+
+pub(crate) mod servers;
 
 use std::error::Error;
 use std::future::Future;
 use std::process::ExitCode;
 
-use redlock_tests::{RedisCluster, RedisServer};
+use servers::Masters;
 
 /// Fails the example's scenario with a message unless the condition holds.
 #[allow(unused_macros)] // not every example checks with it
@@ -39,29 +41,29 @@ pub(crate) type Result<T = (), E = Box<dyn Error + Send + Sync>> = std::result::
 /// the exit code: 0, 1 when a step misbehaved, 130 on Ctrl-C.
 ///
 /// The masters run in their own process group, so Ctrl-C reaches only the example, which then
-/// drops the cluster: dropping it kills them.
+/// drops them, and so kills them.
+#[allow(dead_code)] // the demo handles its signals and its masters itself
 pub(crate) async fn with_three_masters<F, Fut>(example: &str, scenario: F) -> ExitCode
 where
     F: FnOnce(Vec<String>) -> Fut,
     Fut: Future<Output = Result>,
 {
-    let servers = RedisServer::builder().own_process_group(true);
-    let cluster = match RedisCluster::try_start_with(3, &servers) {
-        Ok(cluster) => cluster,
+    let masters = match Masters::start(3) {
+        Ok(masters) => masters,
         Err(err) => {
             eprintln!("could not start redis-server: {err}");
             return ExitCode::FAILURE;
         }
     };
-    println!("started 3 Redis masters on ports {:?}", cluster.ports());
+    println!("started 3 Redis masters on ports {:?}", masters.ports());
     let outcome = tokio::select! {
-        outcome = scenario(cluster.urls()) => outcome,
+        outcome = scenario(masters.urls()) => outcome,
         _ = tokio::signal::ctrl_c() => {
             eprintln!("interrupted by Ctrl-C: stopping the servers");
             return ExitCode::from(130);
         }
     };
-    drop(cluster);
+    drop(masters);
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -1,82 +1,55 @@
-//! Test harness for the redlock crates: real `redis-server` processes, no mocks.
+//! The fault-injection suite and the cross-crate scenarios of the redlock crates.
 //!
-//! Integration tests (this package's `tests/*.rs`) and demos use it to run a lock against
-//! servers that really crash ([`RedisServer::kill`]), pause ([`RedisServer::stop`], SIGSTOP),
-//! and come back empty ([`RedisServer::restart`], as a master without persistence does).
-//! Each server listens on a free `127.0.0.1` port, keeps nothing on disk, logs to a temporary
-//! directory and is killed when dropped; a failing test prints the server log's tail.
+//! This package drives the locks through the lock-agnostic harness in `redlock-testkit`: its
+//! `tests/*.rs` are the scenarios, named by area, its binaries (`holder`, `fault_worker`) hold
+//! locks in child processes, and `benches/locks/` is the benchmark. It is the only package that
+//! turns on `redlock-reentrant`'s `sabotage` feature, for the broken twins the fault suite's
+//! checkers must catch.
 //!
-//! It needs `redis-server` on `PATH`, or its path in `REDIS_SERVER_BIN`
-//! (see [`HarnessError::RedisServerMissing`] for how to install it).
-//!
-//! ```no_run
-//! use redlock_tests::RedisCluster;
-//!
-//! // Five independent masters, as Redlock recommends.
-//! let cluster = RedisCluster::start(5);
-//! let urls: Vec<String> = cluster.urls();
-//! // ... acquire a lock on `urls` ...
-//! cluster.kill(0); // a crashed master
-//! cluster.stop(1); // a frozen one: connections stay open, nothing answers
-//! cluster.resume(1);
-//! cluster.restart(2); // back on the same port, without its keys
-//! assert_eq!(cluster.keys_on(2, "*"), Vec::<String>::new());
-//! # let _ = urls;
-//! ```
-//!
-//! # The fault-injection suite
-//!
-//! [`FaultRun`] drives the suite's scenarios (`tests/fault_*.rs`): five masters, a
-//! [`FencedResource`], worker processes (the `fault_worker` binary, configured by a
-//! [`WorkerSpec`]) that reach each master through a [`ProxyGrid`] cell of their own, faults
-//! injected by hand or by the seeded [`Nemesis`], and every event in one [`History`] on the
-//! machine's monotonic clock. [`check_all`] runs the checkers over it; `docs/safety.md` says
-//! what they prove.
+//! Its library holds the lock fixtures the scenarios share.
 
-mod captured_logs;
-mod check;
-mod child;
-mod cluster;
-mod error;
-mod fault_run;
-mod fenced;
-pub mod history;
-mod holder;
-mod introspect;
-mod lock_fixtures;
-mod monitor;
-mod nemesis;
-mod outcome;
-mod probe;
-mod process;
-mod proxy;
-mod server;
-mod worker_process;
-mod worker_spec;
+use std::time::Duration;
 
-pub use captured_logs::CapturedLogs;
-pub use check::{
-    all_passed, beliefs, check_all, check_counter, check_fencing, check_overlap, check_quiescence,
-    check_token_order, kill_to_reacquire, lost_after_resume, success_rate, Belief, BeliefEnd,
-    CheckConfig, Report,
-};
-pub use cluster::RedisCluster;
-pub use error::{HarnessError, INSTALL_HINT};
-pub use fault_run::{actor, one_scenario_at_a_time, FaultRun, RunConfig};
-pub use fenced::{Access, FencedClient, FencedResource};
-pub use history::History;
-pub use holder::HolderProcess;
-pub use introspect::{
-    client_connections, command_calls, kill_pubsub_clients, parse_commandstats, pubsub_clients,
-    reset_command_stats, subscribers,
-};
-pub use lock_fixtures::{
-    error_chain, eventually, eventually_async, hashes, pttls, seeded_rng, test_seed,
-};
-pub use monitor::Monitor;
-pub use nemesis::{FaultKind, Nemesis};
-pub use outcome::Outcome;
-pub use proxy::{Fault, FaultProxy, ProxyGrid};
-pub use server::{RedisServer, RedisServerBuilder, REDIS_SERVER_BIN_ENV};
-pub use worker_process::WorkerProcess;
-pub use worker_spec::{Sabotage, WorkerMode, WorkerSpec};
+use redlock_reentrant::{LockClient, LockClientBuilder};
+use redlock_testkit::RedisCluster;
+
+/// The watchdog lease most scenarios give their clients: 3 s, renewed every 1 s, the default's
+/// ratio (30 s, every 10 s) at a tenth of the wait.
+pub const WATCHDOG: Duration = Duration::from_secs(3);
+
+/// A client of `cluster`'s masters whose locks taken without a lease get `watchdog_timeout`,
+/// renewed every third of it; the rest of its configuration is the library's default.
+///
+/// # Panics
+///
+/// If the client cannot be built.
+pub async fn client(cluster: &RedisCluster, watchdog_timeout: Duration) -> LockClient {
+    build(
+        LockClient::builder().watchdog_timeout(watchdog_timeout),
+        cluster,
+    )
+    .await
+}
+
+/// A [`client`] whose masters each get `node_timeout` to answer a request.
+///
+/// # Panics
+///
+/// If the client cannot be built.
+pub async fn client_with_timeouts(
+    cluster: &RedisCluster,
+    watchdog_timeout: Duration,
+    node_timeout: Duration,
+) -> LockClient {
+    build(
+        LockClient::builder()
+            .watchdog_timeout(watchdog_timeout)
+            .node_timeout(node_timeout),
+        cluster,
+    )
+    .await
+}
+
+async fn build(builder: LockClientBuilder, cluster: &RedisCluster) -> LockClient {
+    builder.nodes(cluster.urls()).build().await.expect("client")
+}

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use redlock_core::{Redlock, RedlockConfig, RetryPolicy};
-use redlock_tests::{eventually_async, seeded_rng, RedisCluster};
+use redlock_testkit::{eventually_async, seeded_rng, RedisCluster};
 
 const LEASE: Duration = Duration::from_secs(60);
 const NODE_TIMEOUT: Duration = Duration::from_millis(60);

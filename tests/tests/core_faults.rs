@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use redlock_core::{Error, Redlock, RedlockConfig, RetryPolicy};
-use redlock_tests::{eventually, RedisCluster};
+use redlock_testkit::{eventually, RedisCluster};
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(150);
 const LEASE: Duration = Duration::from_secs(30);

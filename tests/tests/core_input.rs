@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redlock_core::{Error, InvalidArgument, Redlock, RedlockConfig, RetryPolicy};
-use redlock_tests::{error_chain, CapturedLogs, RedisCluster, RedisServer};
+use redlock_testkit::{error_chain, CapturedLogs, RedisCluster, RedisServer};
 
 fn redlock(urls: Vec<String>) -> Redlock {
     Redlock::new(RedlockConfig {

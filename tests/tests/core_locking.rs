@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use redlock_core::{Error, Redlock, RedlockConfig, RetryPolicy};
-use redlock_tests::{eventually, pttls, RedisCluster};
+use redlock_testkit::{eventually, pttls, RedisCluster};
 
 fn redlock(cluster: &RedisCluster) -> Redlock {
     Redlock::new(RedlockConfig {

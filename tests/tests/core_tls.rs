@@ -4,7 +4,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use redlock_core::{Error, Redlock, RedlockConfig, RetryPolicy};
-use redlock_tests::{error_chain, RedisServer};
+use redlock_testkit::{error_chain, RedisServer};
 
 const PASSWORD: &str = "tls-secret-password";
 

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use redlock_tests::history::{Op, Phase};
-use redlock_tests::{one_scenario_at_a_time, FaultRun, Outcome, RunConfig, WorkerMode};
+use redlock_testkit::history::{Op, Phase};
+use redlock_testkit::{one_scenario_at_a_time, FaultRun, Outcome, RunConfig, WorkerMode};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_fault_worker");
 
@@ -44,7 +44,7 @@ async fn many_short_cycles_renew_nothing_after_release() {
     let started = std::time::Instant::now();
     loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let done = redlock_tests::history::read_history(run.history().path())
+        let done = redlock_testkit::history::read_history(run.history().path())
             .map(|events| {
                 events
                     .iter()

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use redlock_tests::history::{now_ns, Event, Op, Phase};
-use redlock_tests::{one_scenario_at_a_time, Fault, FaultRun, Outcome, RunConfig, Sabotage};
+use redlock_testkit::history::{now_ns, Event, Op, Phase};
+use redlock_testkit::{one_scenario_at_a_time, Fault, FaultRun, Outcome, RunConfig, Sabotage};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_fault_worker");
 
@@ -75,7 +75,7 @@ async fn a_quorum_of_one_is_caught() {
         .filter(|e| e.t < healed)
         .cloned()
         .collect();
-    let (ok, attempts) = redlock_tests::success_rate(&cut_off);
+    let (ok, attempts) = redlock_testkit::success_rate(&cut_off);
     assert_eq!(ok, 0, "a minority granted the lock\n{}", real.replay_hint());
     assert!(attempts > 0, "nobody tried\n{}", real.replay_hint());
     let no_quorum = cut_off
@@ -178,7 +178,7 @@ async fn a_release_without_compare_is_caught() {
 /// lease renewed every 200 ms. The real watchdog never renews a released name; the twin does.
 async fn churn(sabotage: Option<Sabotage>) -> Outcome {
     let mut config = config("churn", sabotage);
-    config.worker.mode = redlock_tests::WorkerMode::Cycles;
+    config.worker.mode = redlock_testkit::WorkerMode::Cycles;
     config.worker.lease = Duration::from_millis(600);
     config.worker.hold = (Duration::ZERO, Duration::from_millis(400));
     config.worker.think = (Duration::ZERO, Duration::from_millis(300));

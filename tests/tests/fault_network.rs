@@ -1,11 +1,11 @@
 //! Fault suite: the network between one worker and the masters holds, drops and delays bytes
-//! (the per-worker proxies of `redlock_tests::ProxyGrid`), and acquisitions are dropped half
+//! (the per-worker proxies of `redlock_testkit::ProxyGrid`), and acquisitions are dropped half
 //! way. Each scenario prints its figures.
 
 use std::time::Duration;
 
-use redlock_tests::history::{now_ns, Op, Phase};
-use redlock_tests::{one_scenario_at_a_time, Fault, FaultRun, RunConfig};
+use redlock_testkit::history::{now_ns, Op, Phase};
+use redlock_testkit::{one_scenario_at_a_time, Fault, FaultRun, RunConfig};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_fault_worker");
 

@@ -1,12 +1,12 @@
 //! Fault suite: masters that die, freeze, fall behind a partition, or come back empty.
 //!
 //! Five masters, worker processes contending for one fenced lock (3 s lease renewed every
-//! second), every event checked by `redlock_tests::check`. Each scenario prints its figures.
+//! second), every event checked by `redlock_testkit::check`. Each scenario prints its figures.
 
 use std::time::Duration;
 
-use redlock_tests::history::{now_ns, Event, Op, Phase};
-use redlock_tests::{one_scenario_at_a_time, success_rate, Fault, FaultRun, RunConfig};
+use redlock_testkit::history::{now_ns, Event, Op, Phase};
+use redlock_testkit::{one_scenario_at_a_time, success_rate, Fault, FaultRun, RunConfig};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_fault_worker");
 
@@ -171,7 +171,7 @@ async fn three_of_five_down_fail_typed_and_leave_nothing() {
 /// gets a majority while w0 still believes: the overlap this library documents as outside its
 /// promise. The fenced resource still turns away every stale write. With `appendfsync always`
 /// the grant survives the restart and nothing overlaps.
-async fn restart_with_a_majority_vote(persistent: bool) -> redlock_tests::Outcome {
+async fn restart_with_a_majority_vote(persistent: bool) -> redlock_testkit::Outcome {
     let name = if persistent {
         "restart-persistent"
     } else {

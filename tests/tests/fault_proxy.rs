@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands as _, AsyncConnectionConfig, RedisResult};
-use redlock_tests::{eventually_async, Fault, FaultProxy, ProxyGrid, RedisServer};
+use redlock_testkit::{eventually_async, Fault, FaultProxy, ProxyGrid, RedisServer};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio::time::timeout;

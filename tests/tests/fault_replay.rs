@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use redlock_tests::history::read_history;
-use redlock_tests::{check_all, CheckConfig};
+use redlock_testkit::history::read_history;
+use redlock_testkit::{check_all, CheckConfig};
 
 #[test]
 #[ignore = "a tool: needs HISTORY=<path of a kept history>"]

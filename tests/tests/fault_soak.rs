@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use redlock_tests::{
+use redlock_testkit::{
     one_scenario_at_a_time, success_rate, FaultKind, FaultRun, Nemesis, RunConfig,
 };
 

@@ -2,12 +2,12 @@
 //!
 //! Five masters, workers in child processes contending for one fenced lock (3 s lease renewed
 //! every second, reentrant depth 1-3), every event in one history checked by the five checkers
-//! of `redlock_tests::check`. Each scenario prints its figures.
+//! of `redlock_testkit::check`. Each scenario prints its figures.
 
 use std::time::Duration;
 
-use redlock_tests::{kill_to_reacquire, lost_after_resume};
-use redlock_tests::{one_scenario_at_a_time, FaultRun, RunConfig};
+use redlock_testkit::{kill_to_reacquire, lost_after_resume};
+use redlock_testkit::{one_scenario_at_a_time, FaultRun, RunConfig};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_fault_worker");
 

@@ -6,7 +6,7 @@ use std::panic;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_tests::{eventually, HarnessError, RedisCluster, RedisServer, INSTALL_HINT};
+use redlock_testkit::{eventually, HarnessError, RedisCluster, RedisServer, INSTALL_HINT};
 
 fn ping(con: &mut redis::Connection) -> redis::RedisResult<String> {
     redis::cmd("PING").query(con)

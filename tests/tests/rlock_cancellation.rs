@@ -7,10 +7,12 @@
 
 use std::time::Duration;
 
-use redlock_reentrant::LockClient;
-use redlock_tests::{eventually_async, seeded_rng, RedisCluster};
+use redlock_testkit::{eventually_async, seeded_rng, RedisCluster};
+use redlock_tests::client_with_timeouts;
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(60);
+/// A long lease, so expiry can never be what empties the nodes during the test.
+const WATCHDOG: Duration = Duration::from_secs(60);
 
 /// Lock hashes matching `pattern` on the running nodes (unlock latches, which expire on their
 /// own a few seconds later, are not locks).
@@ -27,22 +29,11 @@ fn locks(cluster: &RedisCluster, pattern: &str) -> usize {
         .sum()
 }
 
-async fn client(cluster: &RedisCluster) -> LockClient {
-    LockClient::builder()
-        .nodes(cluster.urls())
-        .node_timeout(NODE_TIMEOUT)
-        // A long lease, so expiry can never be what empties the nodes during the test.
-        .watchdog_timeout(Duration::from_secs(60))
-        .build()
-        .await
-        .expect("client")
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn a_lock_dropped_at_random_points_leaves_no_hold_and_no_renewal() {
     let mut rng = seeded_rng();
     let cluster = RedisCluster::start(5);
-    let client = client(&cluster).await;
+    let client = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
     let warmup = client.get_lock("warmup");
     warmup.lock().await.expect("all up");
     warmup.unlock().await.expect("unlock");
@@ -95,7 +86,7 @@ async fn a_lock_dropped_at_random_points_leaves_no_hold_and_no_renewal() {
 async fn a_nested_lock_dropped_at_random_points_leaves_the_count_as_it_was() {
     let mut rng = seeded_rng();
     let cluster = RedisCluster::start(5);
-    let client = client(&cluster).await;
+    let client = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
     let lock = client.get_lock("nested-cancel");
     lock.lock().await.expect("first hold");
     let token = lock.fencing_token();

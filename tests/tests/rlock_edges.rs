@@ -8,16 +8,8 @@ use redlock_core::Error as CoreError;
 use redlock_reentrant::{
     Error, InvalidArgument, LockClient, Redlock, RedlockConfig, RetryPolicy, FENCE_COUNTER,
 };
-use redlock_tests::{eventually_async, RedisCluster};
-
-async fn client(cluster: &RedisCluster) -> LockClient {
-    LockClient::builder()
-        .nodes(cluster.urls())
-        .watchdog_timeout(Duration::from_secs(3))
-        .build()
-        .await
-        .expect("client")
-}
+use redlock_testkit::{eventually_async, RedisCluster};
+use redlock_tests::{client, WATCHDOG};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_wait_and_an_endless_hold_cap_are_accepted() {
@@ -30,7 +22,7 @@ async fn an_endless_wait_and_an_endless_hold_cap_are_accepted() {
         .build()
         .await
         .expect("client");
-    let other = client(&cluster).await;
+    let other = client(&cluster, WATCHDOG).await;
     let lock = capped.get_lock("forever");
     assert!(lock.try_lock(Duration::MAX, None).await.expect("free"));
     let waiter = tokio::spawn({
@@ -54,7 +46,7 @@ async fn an_endless_wait_and_an_endless_hold_cap_are_accepted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fencing_counters_name_is_reserved() {
     let cluster = RedisCluster::start(3);
-    let client = client(&cluster).await;
+    let client = client(&cluster, WATCHDOG).await;
     let reserved = client.get_lock(FENCE_COUNTER);
     let refused = |outcome: &Result<(), Error>| {
         matches!(
@@ -84,8 +76,8 @@ async fn a_key_of_the_wrong_kind_on_a_minority_is_outvoted() {
         .arg("not a lock")
         .exec(&mut cluster.node(0).connection())
         .expect("seed a string");
-    let holder = client(&cluster).await;
-    let rival = client(&cluster).await;
+    let holder = client(&cluster, WATCHDOG).await;
+    let rival = client(&cluster, WATCHDOG).await;
 
     // Free on the majority: taken.
     let lock = holder.get_lock("minority-string");
@@ -124,7 +116,7 @@ async fn a_hash_with_no_expiry_is_reported_not_waited_on() {
             .exec(&mut node.connection())
             .expect("seed a hash");
     }
-    let client = client(&cluster).await;
+    let client = client(&cluster, WATCHDOG).await;
     let lock = client.get_lock("foreign-hash");
     // It used to wait forever: a "holder" with no TTL never releases.
     let outcome = tokio::time::timeout(Duration::from_secs(10), lock.lock())

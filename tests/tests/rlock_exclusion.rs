@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redlock_reentrant::LockClient;
-use redlock_tests::{RedisCluster, RedisServer};
+use redlock_testkit::{RedisCluster, RedisServer};
 
 /// Lock clients (each its own `LockClient`, as separate processes would be).
 const CLIENTS: usize = 3;

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{Error, LockClient, LostReason, RLock, FENCE_COUNTER};
-use redlock_tests::RedisCluster;
+use redlock_testkit::RedisCluster;
 use tokio::sync::{watch, RwLock};
 use tokio::task::JoinSet;
 

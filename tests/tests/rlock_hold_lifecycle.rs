@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use redlock_reentrant::{Error, LockClient, LostReason, RetryPolicy};
-use redlock_tests::{eventually_async, hashes, seeded_rng, RedisCluster};
+use redlock_testkit::{eventually_async, hashes, seeded_rng, RedisCluster};
 
 const WATCHDOG: Duration = Duration::from_millis(1500);
 const NODE_TIMEOUT: Duration = Duration::from_millis(100);
@@ -384,7 +384,7 @@ fn a_hold_left_when_its_runtime_shuts_down_is_given_up_without_recursion() {
     assert_eq!(holder.watchdog().registered(), 0, "never renewed again");
     drop(holder);
     assert!(
-        redlock_tests::eventually(WATCHDOG * 3, || lock_keys(&cluster, KEY) == 0),
+        redlock_testkit::eventually(WATCHDOG * 3, || lock_keys(&cluster, KEY) == 0),
         "still held after {:?}",
         WATCHDOG * 3
     );

@@ -4,21 +4,13 @@
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{Error, InvalidArgument, LockClient, LostReason};
-use redlock_tests::{eventually_async, RedisCluster};
-
-async fn client(cluster: &RedisCluster) -> LockClient {
-    LockClient::builder()
-        .nodes(cluster.urls())
-        .watchdog_timeout(Duration::from_secs(3))
-        .build()
-        .await
-        .expect("client")
-}
+use redlock_testkit::{eventually_async, RedisCluster};
+use redlock_tests::{client, WATCHDOG};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_lease_expires_by_itself_and_remaining_ttl_follows_it() {
     let cluster = RedisCluster::start(5);
-    let holder = client(&cluster).await;
+    let holder = client(&cluster, WATCHDOG).await;
     let lock = holder.get_lock("fixed");
     let lease = Duration::from_millis(800);
 
@@ -65,8 +57,8 @@ async fn a_fixed_lease_expires_by_itself_and_remaining_ttl_follows_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_frees_a_lock_held_elsewhere_and_tells_local_holders() {
     let cluster = RedisCluster::start(3);
-    let holder = client(&cluster).await;
-    let admin = client(&cluster).await;
+    let holder = client(&cluster, WATCHDOG).await;
+    let admin = client(&cluster, WATCHDOG).await;
 
     let guard = holder.get_lock("stuck").acquire().await.expect("held");
     assert!(admin
@@ -102,7 +94,7 @@ async fn force_unlock_frees_a_lock_held_elsewhere_and_tells_local_holders() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_typed_error_and_leaves_nothing() {
     let cluster = RedisCluster::start(3);
-    let client = client(&cluster).await;
+    let client = client(&cluster, WATCHDOG).await;
 
     let empty = client.get_lock("");
     assert!(matches!(
@@ -191,8 +183,8 @@ async fn bad_input_gets_a_typed_error_and_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_releases_every_hold_at_once() {
     let cluster = RedisCluster::start(3);
-    let holder = client(&cluster).await;
-    let waiting = client(&cluster).await;
+    let holder = client(&cluster, WATCHDOG).await;
+    let waiting = client(&cluster, WATCHDOG).await;
     let lock = holder.get_lock("service");
     lock.lock().await.expect("lock");
     lock.lock().await.expect("nested");

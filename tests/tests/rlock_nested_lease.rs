@@ -9,22 +9,13 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{LockClient, LostReason, RLock};
-use redlock_tests::{pttls, seeded_rng, RedisCluster};
+use redlock_reentrant::{LostReason, RLock};
+use redlock_testkit::{pttls, seeded_rng, RedisCluster};
+use redlock_tests::client_with_timeouts;
 
 /// A short watchdog lease so the nested acquisition's old effect (a TTL cut to it) shows fast.
 const WATCHDOG: Duration = Duration::from_millis(1500);
 const NODE_TIMEOUT: Duration = Duration::from_millis(100);
-
-async fn client(cluster: &RedisCluster) -> LockClient {
-    LockClient::builder()
-        .nodes(cluster.urls())
-        .watchdog_timeout(WATCHDOG)
-        .node_timeout(NODE_TIMEOUT)
-        .build()
-        .await
-        .expect("client")
-}
 
 /// The TTL, in milliseconds, that a majority of the running nodes still gives `key`.
 fn majority_pttl(cluster: &RedisCluster, key: &str) -> i64 {
@@ -53,8 +44,8 @@ async fn a_nested_lock_on_a_fixed_lease_never_shortens_it_and_renews_while_held(
     const KEY: &str = "redlock:nested-fixed";
     let fixed = Duration::from_secs(4);
     let cluster = RedisCluster::start(3);
-    let holder = client(&cluster).await;
-    let rival = client(&cluster).await;
+    let holder = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
+    let rival = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
     let lock = holder.get_lock("nested-fixed");
 
     lock.lock_with_lease(fixed).await.expect("fixed lease");
@@ -120,7 +111,7 @@ async fn a_nested_fixed_lease_never_shortens_a_renewed_hold_even_when_undone() {
     const KEY: &str = "redlock:nested-short";
     let mut rng = seeded_rng();
     let cluster = RedisCluster::start(5);
-    let holder = client(&cluster).await;
+    let holder = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
     let lock = holder.get_lock("nested-short");
     lock.lock().await.expect("renewed hold");
     let floor = WATCHDOG.as_millis() as i64 / 2;

@@ -4,21 +4,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redlock_reentrant::{Error, LockClient};
-use redlock_tests::{hashes, RedisCluster};
-
-async fn client(cluster: &RedisCluster) -> LockClient {
-    LockClient::builder()
-        .nodes(cluster.urls())
-        .watchdog_timeout(Duration::from_secs(3))
-        .build()
-        .await
-        .expect("client")
-}
+use redlock_reentrant::Error;
+use redlock_testkit::{hashes, RedisCluster};
+use redlock_tests::{client, WATCHDOG};
 
 async fn nested_holds_count_up_and_down(cluster: RedisCluster) {
-    let alice = client(&cluster).await;
-    let bob = client(&cluster).await;
+    let alice = client(&cluster, WATCHDOG).await;
+    let bob = client(&cluster, WATCHDOG).await;
     let lock = alice.get_lock("nested");
 
     let mut counts = Vec::new();
@@ -112,7 +104,7 @@ async fn nested_holds_on_five_masters_with_two_dead() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_explicit_owner_and_a_guard_unlock_from_another_task() {
     let cluster = RedisCluster::start(3);
-    let client = client(&cluster).await;
+    let client = client(&cluster, WATCHDOG).await;
 
     let owner = client.new_owner();
     let lock = client.get_lock("moving").with_owner(&owner);
@@ -147,7 +139,7 @@ async fn an_explicit_owner_and_a_guard_unlock_from_another_task() {
     assert!(guard.fencing_token() > token);
     drop(guard);
     assert!(
-        redlock_tests::eventually_async(Duration::from_secs(5), || {
+        redlock_testkit::eventually_async(Duration::from_secs(5), || {
             cluster.count_keys("redlock:moving") == 0
         })
         .await,
@@ -163,7 +155,7 @@ fn outside_a_task_the_owner_is_the_calling_thread() {
         .enable_all()
         .build()
         .expect("runtime");
-    let client = runtime.block_on(client(&cluster));
+    let client = runtime.block_on(client(&cluster, WATCHDOG));
     let lock = client.get_lock("threads");
 
     runtime

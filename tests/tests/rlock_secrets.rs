@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use redlock_reentrant::{Error, LockClient, RedlockConfig, RetryPolicy};
-use redlock_tests::{error_chain, eventually_async, CapturedLogs, RedisCluster, RedisServer};
+use redlock_testkit::{error_chain, eventually_async, CapturedLogs, RedisCluster, RedisServer};
 
 const PASSWORD: &str = "tr0ub4dor-and-3";
 

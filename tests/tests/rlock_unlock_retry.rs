@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redlock_reentrant::{Error, LockClient, RetryPolicy};
-use redlock_tests::{eventually_async, RedisCluster};
+use redlock_testkit::{eventually_async, RedisCluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unlock_retried_after_its_replies_were_lost_succeeds() {

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::LockClient;
-use redlock_tests::{eventually_async, RedisCluster};
+use redlock_testkit::{eventually_async, RedisCluster};
 
 async fn client(cluster: &RedisCluster) -> LockClient {
     LockClient::builder()

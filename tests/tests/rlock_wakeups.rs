@@ -14,7 +14,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{Error, LockClient, RLock, RetryPolicy};
-use redlock_tests::{
+use redlock_testkit::{
     client_connections, command_calls, eventually_async, kill_pubsub_clients, pubsub_clients,
     reset_command_stats, subscribers, Fault, FaultProxy, RedisCluster,
 };

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{LockClient, RLock};
-use redlock_tests::{hashes, pttls, HolderProcess, RedisCluster};
+use redlock_testkit::{hashes, pttls, HolderProcess, RedisCluster};
+use redlock_tests::client_with_timeouts;
 
 const NODES: usize = 5;
 /// The watchdog timeout of every client here, the holders' included; renewed every third.
@@ -29,24 +30,13 @@ const EARLIEST_FREE: Duration = Duration::from_millis(1500);
 const SAMPLE: Duration = Duration::from_millis(100);
 /// How long the frozen holder stays frozen: well past its lease.
 const FREEZE: Duration = Duration::from_secs(5);
-/// The in-test client's per-node timeout.
+/// The per-node timeout of the in-test client, the observer and rival of the holder processes.
+/// It is generous, so a loaded machine does not fail an inspection; the holders under test keep
+/// the defaults.
 const OBSERVER_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
 fn spawn_holder(cluster: &RedisCluster, name: &str) -> HolderProcess {
     HolderProcess::spawn(env!("CARGO_BIN_EXE_holder"), name, TIMEOUT, &cluster.urls())
-}
-
-/// The in-test client: the observer and rival of the holder processes. Its per-node timeout is
-/// generous, so a loaded machine does not fail an inspection; the holders under test keep the
-/// defaults.
-async fn client(cluster: &RedisCluster) -> LockClient {
-    LockClient::builder()
-        .nodes(cluster.urls())
-        .watchdog_timeout(TIMEOUT)
-        .node_timeout(OBSERVER_NODE_TIMEOUT)
-        .build()
-        .await
-        .expect("client")
 }
 
 fn lock_key(client: &LockClient, name: &str) -> String {
@@ -109,7 +99,7 @@ fn majority_pttl(ttls: &[i64]) -> Duration {
 async fn a_living_holder_keeps_its_lock_renewed_for_many_timeouts() {
     let cluster = RedisCluster::start(NODES);
     let holder = spawn_holder(&cluster, "renewed");
-    let client = client(&cluster).await;
+    let client = client_with_timeouts(&cluster, TIMEOUT, OBSERVER_NODE_TIMEOUT).await;
     let lock = client.get_lock("renewed");
     let key = lock_key(&client, "renewed");
     // The control: a lease of the same length that nothing renews. The same sampling must see
@@ -192,7 +182,7 @@ async fn a_living_holder_keeps_its_lock_renewed_for_many_timeouts() {
 async fn a_killed_holder_frees_the_lock_within_one_timeout() {
     let cluster = RedisCluster::start(NODES);
     let holder = spawn_holder(&cluster, "crashed");
-    let client = client(&cluster).await;
+    let client = client_with_timeouts(&cluster, TIMEOUT, OBSERVER_NODE_TIMEOUT).await;
     let lock = client.get_lock("crashed");
     let key = lock_key(&client, "crashed");
     // Let a renewal happen first, so the kill lands inside a renewal interval.
@@ -237,7 +227,7 @@ async fn a_killed_holder_frees_the_lock_within_one_timeout() {
 async fn a_frozen_holder_loses_the_lock_and_never_renews_it_back() {
     let cluster = RedisCluster::start(NODES);
     let holder = spawn_holder(&cluster, "frozen");
-    let client = client(&cluster).await;
+    let client = client_with_timeouts(&cluster, TIMEOUT, OBSERVER_NODE_TIMEOUT).await;
     let lock = client.get_lock("frozen");
     let key = lock_key(&client, "frozen");
 
@@ -362,7 +352,7 @@ async fn a_waiting_process_takes_over_when_the_holder_is_killed() {
     );
     assert!(token > first.token(), "{token} after {}", first.token());
 
-    let client = client(&cluster).await;
+    let client = client_with_timeouts(&cluster, TIMEOUT, OBSERVER_NODE_TIMEOUT).await;
     assert!(
         !takes_at_once(&client.get_lock("handover")).await,
         "the second process holds the lock"

@@ -9,22 +9,13 @@ use std::time::{Duration, Instant};
 
 use futures_util::stream::{self, StreamExt};
 use redlock_reentrant::{Error, LockClient, LostReason};
-use redlock_tests::{eventually_async, pttls, Monitor, RedisCluster};
+use redlock_testkit::{eventually_async, pttls, Monitor, RedisCluster};
+use redlock_tests::client_with_timeouts;
 
 const TIMEOUT: Duration = Duration::from_secs(3);
 /// A thirtieth of the lease: tests run side by side on two cores, and 1 % of 3 s (30 ms) would
 /// let a busy neighbour fail renewals that production's 300 ms (1 % of 30 s) would not.
 const NODE_TIMEOUT: Duration = Duration::from_millis(100);
-
-async fn client(cluster: &RedisCluster) -> LockClient {
-    LockClient::builder()
-        .nodes(cluster.urls())
-        .watchdog_timeout(TIMEOUT)
-        .node_timeout(NODE_TIMEOUT)
-        .build()
-        .await
-        .expect("client")
-}
 
 /// Waits until the watchdog has run `rounds` more renewal rounds.
 async fn rounds_pass(client: &LockClient, rounds: u64) {
@@ -39,7 +30,7 @@ async fn rounds_pass(client: &LockClient, rounds: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nested_hold_is_renewed_as_one_lock_and_never_after_unlock() {
     let cluster = RedisCluster::start(3);
-    let client = client(&cluster).await;
+    let client = client_with_timeouts(&cluster, TIMEOUT, NODE_TIMEOUT).await;
     let monitor = Monitor::start(cluster.node(0).port()).expect("MONITOR");
 
     let lock = client.get_lock("renewed");
@@ -94,7 +85,7 @@ async fn a_nested_hold_is_renewed_as_one_lock_and_never_after_unlock() {
 async fn ten_thousand_holds_are_renewed_in_batches_on_time() {
     const HOLDS: usize = 10_000;
     let cluster = RedisCluster::start(3);
-    let client = client(&cluster).await;
+    let client = client_with_timeouts(&cluster, TIMEOUT, NODE_TIMEOUT).await;
     let batch = client.watchdog().config().batch_size;
 
     let started = Instant::now();
@@ -159,7 +150,7 @@ async fn ten_thousand_holds_are_renewed_in_batches_on_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_fires_before_the_validity_ends_when_a_majority_stops_answering() {
     let cluster = RedisCluster::start(5);
-    let client = client(&cluster).await;
+    let client = client_with_timeouts(&cluster, TIMEOUT, NODE_TIMEOUT).await;
     let guard = client
         .get_lock("partitioned")
         .acquire()
@@ -198,7 +189,7 @@ async fn lost_fires_before_the_validity_ends_when_a_majority_stops_answering() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewal_goes_on_through_a_dead_minority() {
     let cluster = RedisCluster::start(5);
-    let client = client(&cluster).await;
+    let client = client_with_timeouts(&cluster, TIMEOUT, NODE_TIMEOUT).await;
     let guard = client.get_lock("degraded").acquire().await.expect("held");
     cluster.kill(0);
     cluster.kill(4);
@@ -228,7 +219,7 @@ async fn the_maximum_hold_time_stops_renewal_and_tells_the_holder() {
         .build()
         .await
         .expect("client");
-    let other = client(&cluster).await;
+    let other = client_with_timeouts(&cluster, TIMEOUT, NODE_TIMEOUT).await;
     let guard = capped.get_lock("stuck").acquire().await.expect("held");
     let taken = Instant::now();
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use redlock_tests::RedisCluster;
+use redlock_testkit::RedisCluster;
 
 /// This process's CPU time so far (user + system).
 pub(crate) fn process_cpu() -> Result<Duration, String> {

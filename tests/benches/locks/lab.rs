@@ -1,7 +1,7 @@
 //! The shared setup of the lock workloads: a 1-node and a 5-node set of local redis-server
 //! masters, and every implementation connected to them once.
 
-use redlock_tests::RedisCluster;
+use redlock_testkit::RedisCluster;
 use tokio::runtime::Runtime;
 
 use crate::locker::{Locker, Spec};

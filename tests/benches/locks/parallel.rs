@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_tests::RedisCluster;
+use redlock_testkit::RedisCluster;
 use tokio::runtime::Runtime;
 
 use crate::lab::Lab;

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::RetryPolicy;
-use redlock_tests::RedisCluster;
+use redlock_testkit::RedisCluster;
 use tokio::runtime::Runtime;
 
 use crate::locker::{within, Locker};

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use redlock_tests::{parse_commandstats, RedisCluster};
+use redlock_testkit::{parse_commandstats, RedisCluster};
 
 use crate::locker::Kind;
 

@@ -5,7 +5,7 @@
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use redlock_tests::RedisCluster;
+use redlock_testkit::RedisCluster;
 use serde_json::json;
 use tokio::runtime::Runtime;
 

@@ -11,7 +11,7 @@
 //! that parent is gone it exits, so an aborted test run leaves no holder renewing. Bad arguments
 //! or a failed acquisition print to standard error and exit with status 2.
 //!
-//! The harness drives it through `redlock_tests::HolderProcess`.
+//! The harness drives it through `redlock_testkit::HolderProcess`.
 
 use std::io::Write as _;
 use std::process::ExitCode;

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest};
-use redlock_tests::{test_seed, RedisCluster};
+use redlock_testkit::{test_seed, RedisCluster};
 
 use ops::{Drawn, Sequences, Step, NODES};
 use system::System;

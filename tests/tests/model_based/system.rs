@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{LockClient, LockGuard, LockOwner, RLock, RetryPolicy};
-use redlock_tests::{
+use redlock_testkit::{
     client_connections, eventually, kill_pubsub_clients, pubsub_clients, RedisCluster,
 };
 use tokio::runtime::Runtime;
@@ -650,7 +650,7 @@ impl System {
             cluster
                 .nodes()
                 .iter()
-                .map(|node| redlock_tests::subscribers(node, channel))
+                .map(|node| redlock_testkit::subscribers(node, channel))
                 .sum()
         };
         if NAMES

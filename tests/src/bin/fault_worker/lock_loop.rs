@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redlock_reentrant::{CancellationToken, Error, LockClient, LockGuard, RLock};
-use redlock_tests::history::{History, Op, Phase};
-use redlock_tests::{Access, FencedClient, WorkerMode, WorkerSpec};
+use redlock_testkit::history::{History, Op, Phase};
+use redlock_testkit::{Access, FencedClient, WorkerMode, WorkerSpec};
 
 /// One lock loop.
 pub(crate) struct Worker {

@@ -4,7 +4,7 @@
 //! It builds a `LockClient` on the masters it is given (through the suite's fault proxies) and
 //! runs `--tasks` loops. Each loop takes a lock with a reentrant depth of 1 to `--max-depth`,
 //! works under it and releases it, again and again, and writes every step into the shared
-//! history (`redlock_tests::History`, protocol in `redlock_tests::history`):
+//! history (`redlock_testkit::History`, protocol in `redlock_testkit::history`):
 //!
 //! - `--mode fenced`: the lock `fenced` (or one of `--locks` such locks); under it, a fenced
 //!   read of that lock's counter at `--resource`, `--hold-ms` of work (one cycle in `N`
@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use redlock_reentrant::{LockClient, RetryPolicy};
-use redlock_tests::history::{History, Op, Phase};
-use redlock_tests::{Sabotage, WorkerMode, WorkerSpec};
+use redlock_testkit::history::{History, Op, Phase};
+use redlock_testkit::{Sabotage, WorkerMode, WorkerSpec};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::Layer as _;
@@ -42,7 +42,7 @@ async fn main() -> ExitCode {
     let args = match WorkerSpec::parse(std::env::args().skip(1)) {
         Ok(args) => Arc::new(args),
         Err(err) => {
-            eprintln!("fault_worker: {err} (see redlock_tests::WorkerSpec)");
+            eprintln!("fault_worker: {err} (see redlock_testkit::WorkerSpec)");
             return ExitCode::from(2);
         }
     };

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use redlock_reentrant::RENEWING_TARGET;
-use redlock_tests::history::{now_ns, History, Op, Phase};
-use redlock_tests::WorkerSpec;
+use redlock_testkit::history::{now_ns, History, Op, Phase};
+use redlock_testkit::WorkerSpec;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::filter::Targets;

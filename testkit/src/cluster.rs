@@ -10,7 +10,7 @@ use crate::server::{RedisServer, RedisServerBuilder};
 /// Node indices run from `0` to `len() - 1`; the per-node methods panic on an index out of range.
 ///
 /// ```no_run
-/// use redlock_tests::RedisCluster;
+/// use redlock_testkit::RedisCluster;
 ///
 /// let cluster = RedisCluster::start(5);
 /// let urls = cluster.urls(); // hand these to the lock under test

@@ -1,4 +1,4 @@
-//! What a fault-suite worker process (`src/bin/fault_worker`) does: its command line, written
+//! What a fault-suite worker process (`tests/src/bin/fault_worker`) does: its command line, written
 //! by the suite ([`WorkerSpec::to_args`]) and read back by the worker ([`WorkerSpec::parse`]).
 
 use std::path::PathBuf;

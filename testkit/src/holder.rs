@@ -20,11 +20,12 @@ const ACQUIRED: &str = "ACQUIRED ";
 /// line by prefix, among those already printed or those to come. The child is SIGKILLed and
 /// reaped on drop; if the thread is panicking, what it printed goes to standard error.
 ///
-/// Integration tests of this package find the binary at `env!("CARGO_BIN_EXE_holder")`.
+/// The binary is the `redlock-tests` package's (`tests/src/bin/holder.rs`); its integration tests
+/// find it at `env!("CARGO_BIN_EXE_holder")`.
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use redlock_tests::{HolderProcess, RedisCluster};
+/// use redlock_testkit::{HolderProcess, RedisCluster};
 ///
 /// let cluster = RedisCluster::start(5);
 /// let holder = HolderProcess::spawn(

@@ -49,7 +49,7 @@ const GROUP_SIGNALS: [i32; 4] = [
 /// Options for starting a [`RedisServer`]: binary, extra arguments, password, startup timeout.
 ///
 /// ```no_run
-/// use redlock_tests::RedisServer;
+/// use redlock_testkit::RedisServer;
 ///
 /// let server = RedisServer::builder()
 ///     .password("secret")
@@ -114,7 +114,7 @@ impl RedisServerBuilder {
     ///
     /// In the caller's group, a terminal's Ctrl-C kills the servers with the test that started
     /// them, so an interrupted test leaves nothing behind. A program that handles Ctrl-C itself
-    /// (the demo) wants its own group: the signal then reaches only the program, which drops
+    /// wants its own group: the signal then reaches only the program, which drops
     /// its servers and says so, instead of seeing them die under it.
     pub fn own_process_group(mut self, own: bool) -> Self {
         self.own_process_group = own;
@@ -206,7 +206,7 @@ impl RedisServerBuilder {
 /// If the thread is panicking when the server drops, the log's tail goes to standard error.
 ///
 /// ```no_run
-/// use redlock_tests::RedisServer;
+/// use redlock_testkit::RedisServer;
 ///
 /// let server = RedisServer::start();
 /// let mut con = server.connection();

@@ -5,9 +5,9 @@
 //! ```no_run
 //! # async fn run() {
 //! use std::time::Duration;
-//! use redlock_tests::{FaultRun, RunConfig};
+//! use redlock_testkit::{FaultRun, RunConfig};
 //!
-//! // Integration tests pass `env!("CARGO_BIN_EXE_fault_worker")`.
+//! // The fault suite (package `redlock-tests`) passes `env!("CARGO_BIN_EXE_fault_worker")`.
 //! let mut run = FaultRun::start(RunConfig::new("demo", "target/debug/fault_worker")).await;
 //! run.spawn_workers(3, |_| {}).await;
 //! run.stop_node(0);
@@ -34,7 +34,8 @@ use crate::{Fault, FencedResource, ProxyGrid, RedisCluster, WorkerSpec};
 pub struct RunConfig {
     /// Names the history directory and the report.
     pub name: String,
-    /// The `fault_worker` executable (`env!("CARGO_BIN_EXE_fault_worker")`).
+    /// The `fault_worker` executable (the `redlock-tests` package's; its integration tests have it
+    /// at `env!("CARGO_BIN_EXE_fault_worker")`).
     pub worker_binary: PathBuf,
     /// Masters.
     pub nodes: usize,

@@ -52,7 +52,7 @@ struct Shared {
 /// ```no_run
 /// use std::time::Duration;
 ///
-/// use redlock_tests::{Fault, FaultProxy, RedisServer};
+/// use redlock_testkit::{Fault, FaultProxy, RedisServer};
 ///
 /// # async fn demo() -> std::io::Result<()> {
 /// let server = RedisServer::start();

@@ -9,7 +9,7 @@ use tracing::subscriber::DefaultGuard;
 /// thread's default.
 ///
 /// ```
-/// use redlock_tests::CapturedLogs;
+/// use redlock_testkit::CapturedLogs;
 /// let logs = CapturedLogs::default();
 /// let _guard = logs.capture();
 /// tracing::warn!(node = "redis://:***@host:6379", "a lock node does not answer");

@@ -11,51 +11,28 @@
 //! fairness, overlaps, commands per acquisition), a quorum down, stopped nodes, and the watchdog
 //! renewing many locks.
 
-#[path = "locks/contended.rs"]
 mod contended;
-#[path = "locks/cpu.rs"]
 mod cpu;
-#[path = "locks/lab.rs"]
 mod lab;
-#[path = "locks/locker.rs"]
 mod locker;
-#[path = "locks/machine.rs"]
 mod machine;
-#[path = "locks/mode.rs"]
 mod mode;
-#[path = "locks/ours.rs"]
 mod ours;
-#[path = "locks/parallel.rs"]
 mod parallel;
-#[path = "locks/paths.rs"]
 mod paths;
-#[path = "locks/plots.rs"]
 mod plots;
-#[path = "locks/pttl_sampler.rs"]
 mod pttl_sampler;
-#[path = "locks/quorum_down.rs"]
 mod quorum_down;
-#[path = "locks/raw.rs"]
 mod raw;
-#[path = "locks/redis_stats.rs"]
 mod redis_stats;
-#[path = "locks/report.rs"]
 mod report;
-#[path = "locks/results.rs"]
 mod results;
-#[path = "locks/self_test.rs"]
 mod self_test;
-#[path = "locks/stats.rs"]
 mod stats;
-#[path = "locks/stopped.rs"]
 mod stopped;
-#[path = "locks/targets.rs"]
 mod targets;
-#[path = "locks/theirs.rs"]
 mod theirs;
-#[path = "locks/uncontended.rs"]
 mod uncontended;
-#[path = "locks/watchdog_scale.rs"]
 mod watchdog_scale;
 
 use std::path::Path;

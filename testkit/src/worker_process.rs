@@ -1,5 +1,5 @@
-//! A fault-suite worker running as a child process (the `fault_worker` binary), which the
-//! nemesis can SIGKILL, SIGSTOP and SIGCONT.
+//! A fault-suite worker running as a child process (the `fault_worker` binary of the
+//! `redlock-tests` package), which the nemesis can SIGKILL, SIGSTOP and SIGCONT.
 
 use std::path::Path;
 use std::process::Command;

@@ -1,5 +1,6 @@
-//! Small helpers shared by the lock scenarios: polling a condition with a deadline, reading a
-//! key's PTTL on every node, and a random generator whose seed a failure can be replayed with.
+//! Small helpers the scenarios share: polling a condition with a deadline, reading a key's PTTL
+//! or hash on every node, an error's whole chain on one line, and a random generator whose seed
+//! a failure can be replayed with.
 
 use std::time::{Duration, Instant};
 
