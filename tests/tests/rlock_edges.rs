@@ -1,6 +1,7 @@
 //! Input and edge cases that used to panic, hang, or answer wrongly: an endless wait, an
 //! endless hold cap, the fencing counter's name, a key of the wrong kind on a minority or with
-//! no expiry, an undecided release, and an attempt in flight when the client shuts down.
+//! no expiry, an undecided release, an attempt in flight when the client shuts down, and an
+//! explicit owner used with another client.
 
 use std::time::Duration;
 
@@ -41,6 +42,37 @@ async fn an_endless_wait_and_an_endless_hold_cap_are_accepted() {
     );
     lock.unlock().await.expect("unlock");
     assert!(waiter.await.expect("task").expect("try_lock"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_of_another_client_is_refused() {
+    let cluster = RedisCluster::start(1);
+    let (a, b) = (
+        client(&cluster, WATCHDOG).await,
+        client(&cluster, WATCHDOG).await,
+    );
+    let owner = a.new_owner();
+    let mine = a.get_lock("shared-owner").with_owner(&owner);
+    mine.lock().await.expect("lock");
+    // Client b keeps no hold for this owner: were it allowed, the nodes would grant it a new
+    // hold as the same owner, and both clients would hold the lock.
+    let theirs = b.get_lock("shared-owner").with_owner(&owner);
+    let refused = |result: Result<(), Error>| {
+        matches!(
+            result,
+            Err(Error::InvalidArgument(InvalidArgument::ForeignOwner))
+        )
+    };
+    assert!(refused(theirs.lock().await));
+    assert!(refused(
+        theirs.try_lock(Duration::ZERO, None).await.map(|_| ())
+    ));
+    assert!(refused(theirs.unlock().await));
+    assert!(refused(theirs.hold_count().await.map(|_| ())));
+    assert_eq!(theirs.fencing_token(), None);
+    assert_eq!(mine.hold_count().await.expect("count"), 1, "untouched");
+    mine.unlock().await.expect("unlock");
+    assert_eq!(cluster.count_keys("redlock:shared-owner"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
