@@ -1,7 +1,7 @@
 //! The model-based test: random sequences of operations by several owners in two clients
 //! (lock, lock_with_lease, try_lock with waits and leases, nested acquisitions, guards
 //! unlocked or dropped, on a runtime or off one, unlock, force_unlock, shutdown, futures
-//! dropped at random points), interleaved with faults (a master paused, two paused one after
+//! dropped at random points, and the watchdog-renewed plain lock beside them), interleaved with faults (a master paused, two paused one after
 //! the other or at once, one restarted empty after a delay, every pub/sub connection killed),
 //! run against the real library on three real masters and checked after every step against a
 //! model of the documented semantics (`model_based/model.rs`):
@@ -23,6 +23,7 @@
 
 mod model;
 mod ops;
+mod plain;
 mod system;
 
 use std::sync::{Arc, Mutex, PoisonError};

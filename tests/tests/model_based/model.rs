@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use redlock_reentrant::{Error, LostReason, LostSignal};
 
 use crate::ops::{Lease, ACTORS, CLIENT_OF, LOCKS};
+use crate::plain::PlainLeases;
 
 /// What an acquisition call came back with.
 pub(crate) enum Took {
@@ -120,6 +121,8 @@ enum Plan {
 #[derive(Clone)]
 pub(crate) struct Model {
     pub(crate) holds: [[Hold; LOCKS]; ACTORS],
+    /// The plain renewed lock, beside the reentrant ones.
+    pub(crate) plain: PlainLeases,
     last_token: [u64; LOCKS],
     next_generation: u64,
     /// Faults in force (paused or killed nodes).
@@ -138,6 +141,7 @@ impl Model {
         let now = Instant::now();
         Self {
             holds: Default::default(),
+            plain: PlainLeases::default(),
             last_token: [0; LOCKS],
             next_generation: 1,
             faults: 0,

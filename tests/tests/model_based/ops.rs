@@ -118,6 +118,14 @@ pub(crate) enum Step {
     Shutdown {
         client: usize,
     },
+    /// `Watchdog::acquire` of the plain lock by `client`'s watchdog (kept as a `RenewedLease`).
+    PlainAcquire {
+        client: usize,
+    },
+    /// `RenewedLease::release` of the lease `client` keeps, if any.
+    PlainRelease {
+        client: usize,
+    },
 }
 
 /// What generation needs to know: which nodes are paused, and the hold the last steps were
@@ -261,6 +269,18 @@ impl ReferenceStateMachine for Sequences {
                     .boxed(),
             ),
             (2, Just(Step::KillPubSub).boxed()),
+            (
+                3,
+                (0..2usize)
+                    .prop_map(|client| Step::PlainAcquire { client })
+                    .boxed(),
+            ),
+            (
+                2,
+                (0..2usize)
+                    .prop_map(|client| Step::PlainRelease { client })
+                    .boxed(),
+            ),
             (
                 1,
                 (0..2usize)

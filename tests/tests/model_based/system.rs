@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{LockClient, LockGuard, LockOwner, RLock, RetryPolicy};
+use redlock_reentrant::{LockClient, LockGuard, LockOwner, RLock, RenewedLease, RetryPolicy};
 use redlock_testkit::{
     client_connections, eventually, kill_pubsub_clients, pubsub_clients, RedisCluster,
 };
@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::model::{Model, Released, Took};
 use crate::ops::{Api, Lease, Step, ACTORS, CLIENT_OF, LOCKS, NODES};
+use crate::plain::PLAIN;
 
 /// The watchdog lease: short, so fixed leases and pauses cross it within a few steps.
 pub(crate) const WATCHDOG: Duration = Duration::from_millis(1500);
@@ -49,6 +50,8 @@ pub(crate) struct System {
     clients: Vec<LockClient>,
     actors: Vec<Actor>,
     guards: Vec<Kept>,
+    /// The plain lease each client's watchdog keeps, if any.
+    plain: [Option<RenewedLease>; 2],
     pub(crate) model: Model,
     paused: [bool; NODES],
     baseline: Vec<usize>,
@@ -92,6 +95,7 @@ impl System {
             clients,
             actors,
             guards: Vec::new(),
+            plain: [None, None],
             model: Model::new(WATCHDOG),
             paused: [false; NODES],
             baseline,
@@ -264,6 +268,8 @@ impl System {
             }
             Step::RestartEmpty { node } => self.restart_empty(node),
             Step::Shutdown { client } => self.shutdown(client),
+            Step::PlainAcquire { client } => self.plain_acquire(client),
+            Step::PlainRelease { client } => self.plain_release(client),
         }
     }
 
@@ -475,6 +481,51 @@ impl System {
 
     /// Kills a node and restarts it empty once every validity a holder could still prove has
     /// run out: the delayed restart the safety argument asks for.
+    /// `Watchdog::acquire` of the plain lock through `client`'s watchdog.
+    fn plain_acquire(&mut self, client: usize) -> Result<String, String> {
+        let watchdog = self.clients[client].watchdog().clone();
+        let outcome = self
+            .runtime()
+            .block_on(async { tokio::time::timeout(STEP_LIMIT, watchdog.acquire(PLAIN)).await });
+        let outcome = outcome.map_err(|_| format!("c{client}: plain acquire hung"))?;
+        let disturbed = self.model.disturbed();
+        let said = match &outcome {
+            Ok(_) => "acquired".to_owned(),
+            Err(err) => format!("refused: {err}"),
+        };
+        self.model.plain.acquired(
+            client,
+            outcome.as_ref().map(|lease| lease.lost_signal().clone()),
+            disturbed,
+            WATCHDOG,
+        )?;
+        if let Ok(lease) = outcome {
+            let _entered = self.runtime().enter();
+            drop(self.plain[client].replace(lease));
+        }
+        Ok(said)
+    }
+
+    /// `RenewedLease::release` of the lease `client` keeps.
+    fn plain_release(&mut self, client: usize) -> Result<String, String> {
+        let Some(lease) = self.plain[client].take() else {
+            return Ok("no plain lease kept".into());
+        };
+        let outcome = self
+            .runtime()
+            .block_on(async { tokio::time::timeout(STEP_LIMIT, lease.release()).await });
+        let outcome = outcome.map_err(|_| format!("c{client}: plain release hung"))?;
+        let disturbed = self.model.disturbed();
+        let said = match &outcome {
+            Ok(()) => "released".to_owned(),
+            Err(err) => format!("release failed: {err}"),
+        };
+        self.model
+            .plain
+            .released(client, outcome.as_ref().map(|_| ()), disturbed, WATCHDOG)?;
+        Ok(said)
+    }
+
     fn restart_empty(&mut self, node: usize) -> Result<String, String> {
         self.model.fault_begins();
         self.cluster.kill(node);
@@ -498,6 +549,11 @@ impl System {
         let old = self.clients[client].clone();
         self.runtime().block_on(old.shutdown());
         self.model.shut_down(client);
+        self.model.plain.shut_down(client, WATCHDOG)?;
+        if let Some(lease) = self.plain[client].take() {
+            let _entered = self.runtime().enter();
+            drop(lease);
+        }
         // Its guards are over: dropping them sends nothing (the client is shut down).
         let (gone, kept): (Vec<Kept>, Vec<Kept>) = self
             .guards
@@ -529,6 +585,7 @@ impl System {
     pub(crate) fn check(&mut self) -> Result<(), String> {
         self.model.observe_all()?;
         self.model.check_exclusion()?;
+        self.model.plain.check_exclusion()?;
         self.check_ttls()?;
         self.check_registrations()
     }
@@ -581,7 +638,7 @@ impl System {
             let deadline = Instant::now() + Duration::from_secs(3);
             loop {
                 self.model.observe_all()?;
-                let expected = self.model.registered(client);
+                let expected = self.model.registered(client) + self.model.plain.registered(client);
                 if registered() == expected {
                     break;
                 }
@@ -610,6 +667,9 @@ impl System {
         }
         for kept in std::mem::take(&mut self.guards) {
             let _ = self.runtime().block_on(kept.guard.unlock());
+        }
+        for lease in std::mem::take(&mut self.plain).into_iter().flatten() {
+            let _ = self.runtime().block_on(lease.release());
         }
         for (actor, lock, count) in self.model.counts() {
             for _ in 0..count {
@@ -642,8 +702,9 @@ impl System {
                 .filter(|key| !key.contains(":unlock:"))
                 .count()
         };
+        let plain_left = || cluster.count_keys(&format!("redlock:{PLAIN}"));
         // A lost hold's key lasts until its lease runs out (3 s at most here).
-        if !eventually(Duration::from_secs(5), || locks_left() == 0) {
+        if !eventually(Duration::from_secs(5), || locks_left() + plain_left() == 0) {
             return Err(format!("{} lock keys left", locks_left()));
         }
         let subscribed = |channel: &str| -> i64 {

@@ -1,0 +1,134 @@
+//! The model of the plain renewed lock (`Watchdog::acquire`, a `RenewedLease`): one lock,
+//! `plain`, which each client's watchdog may hold at most once. It is not reentrant: while any
+//! lease of it is believed, every acquisition (by its own client too) is refused.
+
+use std::time::{Duration, Instant};
+
+use redlock_reentrant::{Error, LostSignal};
+
+/// The plain lock's name.
+pub(crate) const PLAIN: &str = "plain";
+
+/// What the model knows of the plain lock.
+#[derive(Debug, Clone)]
+pub(crate) struct PlainLeases {
+    /// Each client's lease's lost signal, while the sequence keeps a lease.
+    held: [Option<LostSignal>; 2],
+    /// Until when a lease that ended without a confirmed release may still be on the nodes.
+    lingering_until: Instant,
+}
+
+impl Default for PlainLeases {
+    fn default() -> Self {
+        Self {
+            held: [None, None],
+            lingering_until: Instant::now(),
+        }
+    }
+}
+
+impl PlainLeases {
+    /// The clients whose lease is believed: kept, and its signal has not fired.
+    fn believers(&self) -> Vec<usize> {
+        (0..2)
+            .filter(|client| self.held[*client].as_ref().is_some_and(|s| !s.is_lost()))
+            .collect()
+    }
+
+    fn linger(&mut self, lease: Duration) {
+        let until = Instant::now() + lease + Duration::from_millis(100);
+        self.lingering_until = self.lingering_until.max(until);
+    }
+
+    /// Client `client` asked for the lock and got `outcome` (the new lease's signal).
+    /// `disturbed`: faults are in force or may still show.
+    pub(crate) fn acquired(
+        &mut self,
+        client: usize,
+        outcome: Result<LostSignal, &Error>,
+        disturbed: bool,
+        lease: Duration,
+    ) -> Result<(), String> {
+        let believers = self.believers();
+        match outcome {
+            Ok(signal) => {
+                if !believers.is_empty() {
+                    return Err(format!(
+                        "c{client} took the plain lock while c{believers:?} believed they hold it"
+                    ));
+                }
+                // A lease kept but lost is replaced: dropping it sends a compare-and-delete of
+                // its own token, which cannot touch the new lease.
+                if self.held[client].replace(signal).is_some() {
+                    self.linger(lease);
+                }
+                Ok(())
+            }
+            Err(
+                Error::Contended { .. } | Error::NoQuorum { .. } | Error::ValidityExhausted { .. },
+            ) if !believers.is_empty() || disturbed || Instant::now() < self.lingering_until => {
+                Ok(())
+            }
+            Err(err) => Err(format!(
+                "c{client}: plain acquire answered `{err}`; the model says it was free"
+            )),
+        }
+    }
+
+    /// Client `client` released its lease and got `outcome`.
+    pub(crate) fn released(
+        &mut self,
+        client: usize,
+        outcome: Result<(), &Error>,
+        disturbed: bool,
+        lease: Duration,
+    ) -> Result<(), String> {
+        let Some(signal) = self.held[client].take() else {
+            return Err(format!(
+                "c{client}: released a plain lease it does not keep"
+            ));
+        };
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(Error::LockLost { .. }) if signal.is_lost() => {
+                self.linger(lease);
+                Ok(())
+            }
+            Err(Error::NoQuorum { .. }) if disturbed => {
+                self.linger(lease);
+                Ok(())
+            }
+            Err(err) => Err(format!(
+                "c{client}: plain release answered `{err}`; lost: {:?}",
+                signal.reason()
+            )),
+        }
+    }
+
+    /// Client `client` shut down: its lease's signal has fired, and the sequence drops it.
+    pub(crate) fn shut_down(&mut self, client: usize, lease: Duration) -> Result<(), String> {
+        if let Some(signal) = self.held[client].take() {
+            if !signal.is_lost() {
+                return Err(format!("c{client} shut down, its plain lease not told"));
+            }
+            self.linger(lease);
+        }
+        Ok(())
+    }
+
+    /// How many holds of `client`'s watchdog are plain leases it must still renew.
+    pub(crate) fn registered(&self, client: usize) -> usize {
+        usize::from(self.believers().contains(&client))
+    }
+
+    /// Never two believers.
+    pub(crate) fn check_exclusion(&self) -> Result<(), String> {
+        let believers = self.believers();
+        if believers.len() > 1 {
+            return Err(format!(
+                "plain: clients {believers:?} all believe they hold it"
+            ));
+        }
+        Ok(())
+    }
+}
