@@ -2,9 +2,9 @@
 //!
 //! This package drives the locks through the lock-agnostic harness in `redlock-testkit`: its
 //! `tests/*.rs` are the scenarios, named by area, its binaries (`holder`, `fault_worker`) hold
-//! locks in child processes, and `benches/locks/` is the benchmark. It is the only package that
-//! turns on `redlock-reentrant`'s `sabotage` feature, for the broken twins the fault suite's
-//! checkers must catch.
+//! locks in child processes. It is the only package that turns on `redlock-reentrant`'s
+//! `sabotage` feature, for the broken twins the fault suite's checkers must catch (the
+//! benchmark has a package of its own, `bench/`, so that it measures the lock users ship).
 //!
 //! Its library holds the lock fixtures the scenarios share.
 

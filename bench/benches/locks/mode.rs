@@ -60,7 +60,7 @@ impl Mode {
     }
 }
 
-/// What to run: `cargo bench -p redlock-tests --bench locks -- contended ours-5 raw-1` runs some
+/// What to run: `cargo bench -p redlock-bench --bench locks -- contended ours-5 raw-1` runs some
 /// workloads (by name part) with some implementations (by name), for profiling. A partial run
 /// writes its report to a temporary directory, like a smoke run: it never overwrites `docs/`.
 #[derive(Debug, Clone, Default)]

@@ -1,9 +1,9 @@
 //! The lock benchmark: ours against a raw `SET NX` floor and `rslock`, in one run, on local
 //! redis-server masters this program starts.
 //!
-//! `cargo bench -p redlock-tests --bench locks` is the full run: every workload three times,
+//! `cargo bench -p redlock-bench --bench locks` is the full run: every workload three times,
 //! medians and ratios, `docs/benchmarks.md`, `docs/bench-*.svg` and
-//! `target/bench/results.jsonl`. `cargo test -p redlock-tests --bench locks` is the smoke run:
+//! `target/bench/results.jsonl`. `cargo test -p redlock-bench --bench locks` is the smoke run:
 //! every workload and implementation with tiny counts, the report in a temporary directory, and
 //! a non-zero exit on any error or overlap (the timed targets are not asserted).
 //!
