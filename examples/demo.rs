@@ -22,7 +22,7 @@
 //! ```
 //!
 //! It needs `redis-server` on `PATH` (or its path in `REDIS_SERVER_BIN`); the servers keep
-//! nothing on disk and are killed when the demo ends, on Ctrl-C and SIGTERM too. The demo doubles
+//! nothing on disk and are killed when the demo ends, on Ctrl-C, SIGTERM and SIGHUP too. The demo doubles
 //! as a smoke test: if a step does not behave as described, it says which one and exits with
 //! status 1.
 
@@ -34,10 +34,10 @@ use std::time::{Duration, Instant};
 
 use redlock_reentrant::redis::{self, AsyncTypedCommands as _};
 use redlock_reentrant::{Error, LockClient, LockGuard};
-use tokio::signal::unix::{signal, SignalKind};
 
 mod support;
 use support::servers::Masters;
+use support::Interrupts;
 
 /// How many masters the demo runs: the usual Redlock deployment.
 const NODES: usize = 5;
@@ -72,16 +72,13 @@ async fn main() -> ExitCode {
     init_tracing();
     let timeline = Timeline::start();
 
-    // Listen before any server starts: from here on, Ctrl-C and SIGTERM (`kill`, `timeout`)
-    // end the demo through the code below instead of killing it with its servers still running.
-    let (mut sigint, mut sigterm) = match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(sigint), Ok(sigterm)) => (sigint, sigterm),
-        (Err(err), _) | (_, Err(err)) => {
+    // Listen before any server starts: from here on, Ctrl-C, SIGTERM and SIGHUP end the demo
+    // through the code below instead of killing it with its servers still running.
+    let mut interrupts = match Interrupts::listen() {
+        Ok(interrupts) => interrupts,
+        Err(err) => {
             timeline.fail(format!(
-                "demo FAILED: cannot listen for Ctrl-C and SIGTERM: {err}"
+                "demo FAILED: cannot listen for Ctrl-C, SIGTERM and SIGHUP: {err}"
             ));
             return ExitCode::FAILURE;
         }
@@ -89,8 +86,7 @@ async fn main() -> ExitCode {
     // The scenario runs in a task, as service code does: a task is a lock owner of its own.
     let mut scenario = tokio::spawn(run(timeline));
     let outcome = tokio::select! {
-        _ = sigint.recv() => Err(("Ctrl-C", 130)),
-        _ = sigterm.recv() => Err(("SIGTERM", 143)),
+        interrupt = interrupts.recv() => Err(interrupt),
         joined = &mut scenario => Ok(joined.unwrap_or_else(|err| Err(err.into()))),
     };
     if outcome.is_err() {
@@ -110,7 +106,6 @@ async fn main() -> ExitCode {
             timeline.fail("any redis-server the demo started has been killed");
             ExitCode::FAILURE
         }
-        // 128 + the signal's number, as a shell reports a process the signal killed.
         Err((signal, status)) => {
             timeline.say(format!(
                 "interrupted by {signal}; any redis-server the demo started has been killed"

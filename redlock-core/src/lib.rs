@@ -42,6 +42,7 @@
 //! Other lock scripts reuse the same fan-out through [`NodeSet::run_script`], which returns
 //! every node's reply and the quorum verdict in a [`FanOut`].
 
+mod applied;
 mod config;
 mod error;
 mod lease;
@@ -61,6 +62,7 @@ mod retry;
 pub mod sabotage;
 mod spawn_on_drop;
 
+pub use applied::Applied;
 pub use config::RedlockConfig;
 pub use error::{ConnectError, Error, InvalidArgument, NodeError, NodeErrorKind};
 pub use lease::Lease;

@@ -31,33 +31,14 @@ impl FromRedisValue for AcquireReply {
     }
 }
 
-/// Compare-and-delete on one node (`lua/release.lua`); answers a [`Done`].
+/// Compare-and-delete on one node (`lua/release.lua`); answers an [`Applied`](crate::Applied).
 pub(crate) static RELEASE: LockScript = LockScript::new(include_str!("lua/release.lua"));
 
-/// Compare-and-`PEXPIRE` on one node (`lua/extend.lua`); answers a [`Done`].
+/// Compare-and-`PEXPIRE` on one node (`lua/extend.lua`); answers an [`Applied`](crate::Applied).
 pub(crate) static EXTEND: LockScript = LockScript::new(include_str!("lua/extend.lua"));
 
 /// Renews many plain locks on one node (`lua/renew.lua`), for a watchdog.
 pub(crate) static RENEW: LockScript = LockScript::new(include_str!("lua/renew.lua"));
-
-/// A node's answer to a script that acts only where this owner holds the lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Done {
-    /// Done: the owner held the lock here.
-    Yes,
-    /// Nothing done: the owner does not hold the lock here.
-    NotHeld,
-}
-
-impl FromRedisValue for Done {
-    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        match redis::from_redis_value::<i64>(value)? {
-            1 => Ok(Done::Yes),
-            0 => Ok(Done::NotHeld),
-            other => Err(format!("unknown answer {other}").into()),
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -79,8 +60,5 @@ mod tests {
             AcquireReply::from_redis_value(Value::Int(-1)),
             Ok(AcquireReply::Held { pttl: None })
         );
-        assert_eq!(Done::from_redis_value(Value::Int(1)), Ok(Done::Yes));
-        assert_eq!(Done::from_redis_value(Value::Int(0)), Ok(Done::NotHeld));
-        assert!(Done::from_redis_value(Value::Int(2)).is_err());
     }
 }

@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use tracing::{field, Span};
 
-use crate::lua::{AcquireReply, Done, ACQUIRE, EXTEND, RELEASE, RENEW};
+use crate::lua::{AcquireReply, ACQUIRE, EXTEND, RELEASE, RENEW};
 use crate::quorum::lease_millis;
 use crate::quorum::validity;
 use crate::{
-    Error, FanOut, Lease, LockScript, NodeSet, NodeStatus, OwnerToken, Readiness, RedlockConfig,
-    SpawnOnDrop,
+    Applied, Error, FanOut, Lease, LockScript, NodeSet, NodeStatus, OwnerToken, Readiness,
+    RedlockConfig, SpawnOnDrop,
 };
 
 /// A Redlock client over N independent Redis masters (N = 1 is single-instance locking).
@@ -350,7 +350,7 @@ impl Redlock {
     pub async fn release(&self, lease: &Lease) -> Result<(), Error> {
         let timeout = self.config().node_timeout_for(lease.lease());
         let mut fan = self.release_key(lease.key(), lease.owner(), timeout).await;
-        let released = fan.count(|reply| *reply == Done::Yes);
+        let released = fan.count(|reply| *reply == Applied::Yes);
         let span = Span::current();
         span.record("released", released);
         span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
@@ -392,8 +392,8 @@ impl Redlock {
             .key(lease.key())
             .arg(lease.owner().as_str())
             .arg(lease_millis(new_lease));
-        let mut fan: FanOut<Done> = self.nodes().run_script(&call, timeout).await;
-        let extended = fan.count(|reply| *reply == Done::Yes);
+        let mut fan: FanOut<Applied> = self.nodes().run_script(&call, timeout).await;
+        let extended = fan.count(|reply| *reply == Applied::Yes);
         let span = Span::current();
         span.record("extended", extended);
         span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
@@ -424,14 +424,24 @@ impl Redlock {
         })
     }
 
-    async fn release_key(&self, key: &str, owner: &OwnerToken, timeout: Duration) -> FanOut<Done> {
+    async fn release_key(
+        &self,
+        key: &str,
+        owner: &OwnerToken,
+        timeout: Duration,
+    ) -> FanOut<Applied> {
         let call = RELEASE.call().key(key).arg(owner.as_str());
         self.nodes().run_script(&call, timeout).await
     }
 
     /// The release after a failed or abandoned attempt, sent by source: its replies may never
     /// be awaited, and a paused node that forgot the script must still run it.
-    async fn clean_up_key(&self, key: &str, owner: &OwnerToken, timeout: Duration) -> FanOut<Done> {
+    async fn clean_up_key(
+        &self,
+        key: &str,
+        owner: &OwnerToken,
+        timeout: Duration,
+    ) -> FanOut<Applied> {
         let call = RELEASE.call().key(key).arg(owner.as_str()).by_source();
         self.nodes().run_script(&call, timeout).await
     }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use redlock_core::redis::{self, FromRedisValue, ParsingError, Value};
+pub(crate) use redlock_core::Applied;
 use redlock_core::LockScript;
 
 /// Takes or re-enters a lock on one node (`lua/acquire.lua`).
@@ -57,25 +58,6 @@ pub(crate) static UNDO: LockScript = LockScript::new(include_str!("lua/undo.lua"
 
 /// Deletes a lock whoever holds it (`lua/force_unlock.lua`); answers [`Applied`].
 pub(crate) static FORCE_UNLOCK: LockScript = LockScript::new(include_str!("lua/force_unlock.lua"));
-
-/// A node's answer to a script that acts only when its condition holds there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Applied {
-    /// It acted (the token written, the attempt undone, the lock deleted).
-    Yes,
-    /// Nothing to do here.
-    No,
-}
-
-impl FromRedisValue for Applied {
-    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        match redis::from_redis_value::<i64>(value)? {
-            1 => Ok(Applied::Yes),
-            0 => Ok(Applied::No),
-            other => Err(format!("unknown answer {other}").into()),
-        }
-    }
-}
 
 /// Releases one acquisition on one node (`lua/unlock.lua`).
 pub(crate) static UNLOCK: LockScript = LockScript::new(include_str!("lua/unlock.lua"));
@@ -178,9 +160,6 @@ mod tests {
     #[test]
     fn the_other_replies_are_decoded() {
         let int = |n| Value::Int(n);
-        assert_eq!(Applied::from_redis_value(int(1)), Ok(Applied::Yes));
-        assert_eq!(Applied::from_redis_value(int(0)), Ok(Applied::No));
-        assert!(Applied::from_redis_value(int(-1)).is_err());
         assert_eq!(
             UnlockReply::from_redis_value(int(0)),
             Ok(UnlockReply::Left(0))

@@ -68,7 +68,6 @@ impl Watchdog {
 /// release on the current runtime (outside one, the lock expires within one watchdog timeout);
 /// prefer [`RenewedLease::release`], which reports the outcome.
 #[must_use = "dropping the lease releases the lock"]
-#[derive(Debug)]
 pub struct RenewedLease {
     /// Keeps the renewal task alive for as long as the lease is held.
     watchdog: Watchdog,
@@ -160,6 +159,23 @@ impl RenewedLease {
         self.registration
             .as_ref()
             .expect("present until released, which consumes the lease")
+    }
+}
+
+impl std::fmt::Debug for RenewedLease {
+    /// The lock and its state; not the watchdog (every hold of the client).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenewedLease")
+            .field("lease", &self.lease)
+            .field("released", &self.registration.is_none())
+            .field(
+                "lost",
+                &self
+                    .registration
+                    .as_ref()
+                    .and_then(|r| r.lost_signal().reason()),
+            )
+            .finish_non_exhaustive()
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// The workspace root (cargo runs a bench in its package directory, `tests/`).
+/// The workspace root (cargo runs a bench in its package directory, `bench/`).
 pub(crate) fn workspace() -> PathBuf {
     let package = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     package.parent().map(PathBuf::from).unwrap_or(package)

@@ -179,6 +179,7 @@ impl Model {
 
     pub(crate) fn fault_begins(&mut self) {
         self.faults += 1;
+        self.plain.fault_begins();
         for hold in self.holds.iter_mut().flatten() {
             hold.disturbed |= hold.count > 0;
         }

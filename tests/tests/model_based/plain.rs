@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{Error, LostSignal};
+use redlock_reentrant::{Error, LostReason, LostSignal};
 
 /// The plain lock's name.
 pub(crate) const PLAIN: &str = "plain";
@@ -14,6 +14,10 @@ pub(crate) const PLAIN: &str = "plain";
 pub(crate) struct PlainLeases {
     /// Each client's lease's lost signal, while the sequence keeps a lease.
     held: [Option<LostSignal>; 2],
+    /// Whether a fault began while the lease was kept (explains a loss).
+    disturbed: [bool; 2],
+    /// Whether the lease's loss was seen already.
+    seen_lost: [bool; 2],
     /// Until when a lease that ended without a confirmed release may still be on the nodes.
     lingering_until: Instant,
 }
@@ -22,6 +26,8 @@ impl Default for PlainLeases {
     fn default() -> Self {
         Self {
             held: [None, None],
+            disturbed: [false; 2],
+            seen_lost: [false; 2],
             lingering_until: Instant::now(),
         }
     }
@@ -33,6 +39,50 @@ impl PlainLeases {
         (0..2)
             .filter(|client| self.held[*client].as_ref().is_some_and(|s| !s.is_lost()))
             .collect()
+    }
+
+    /// The believed leases, with their signals.
+    pub(crate) fn believed(&self) -> Vec<(usize, LostSignal)> {
+        self.believers()
+            .into_iter()
+            .filter_map(|client| Some((client, self.held[client].clone()?)))
+            .collect()
+    }
+
+    /// A fault begins: it explains the loss of every lease kept now.
+    pub(crate) fn fault_begins(&mut self) {
+        for client in 0..2 {
+            self.disturbed[client] |= self.held[client].is_some();
+        }
+    }
+
+    /// Reads the kept leases' signals; a new loss must have a cause the documentation gives (a
+    /// machine too busy to renew in time is one: the holder is told, as promised), and its key
+    /// may stay on the nodes for a lease.
+    pub(crate) fn observe(&mut self, disturbed: bool, lease: Duration) -> Result<(), String> {
+        for client in 0..2 {
+            let Some(reason) = self.held[client].as_ref().and_then(LostSignal::reason) else {
+                continue;
+            };
+            if std::mem::replace(&mut self.seen_lost[client], true) {
+                continue;
+            }
+            self.linger(lease);
+            let explained = disturbed || self.disturbed[client];
+            if !(reason == LostReason::QuorumLost || explained) {
+                return Err(format!(
+                    "c{client}: plain lease lost ({reason:?}) with nothing to explain it"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A lease kept from now on.
+    fn keep(&mut self, client: usize, signal: LostSignal) -> Option<LostSignal> {
+        self.disturbed[client] = false;
+        self.seen_lost[client] = false;
+        self.held[client].replace(signal)
     }
 
     fn linger(&mut self, lease: Duration) {
@@ -59,7 +109,7 @@ impl PlainLeases {
                 }
                 // A lease kept but lost is replaced: dropping it sends a compare-and-delete of
                 // its own token, which cannot touch the new lease.
-                if self.held[client].replace(signal).is_some() {
+                if self.keep(client, signal).is_some() {
                     self.linger(lease);
                 }
                 Ok(())

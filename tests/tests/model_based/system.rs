@@ -479,8 +479,6 @@ impl System {
         }
     }
 
-    /// Kills a node and restarts it empty once every validity a holder could still prove has
-    /// run out: the delayed restart the safety argument asks for.
     /// `Watchdog::acquire` of the plain lock through `client`'s watchdog.
     fn plain_acquire(&mut self, client: usize) -> Result<String, String> {
         let watchdog = self.clients[client].watchdog().clone();
@@ -526,15 +524,26 @@ impl System {
         Ok(said)
     }
 
+    /// Kills a node and restarts it empty once every validity a holder could still prove has
+    /// run out: the delayed restart the safety argument asks for.
     fn restart_empty(&mut self, node: usize) -> Result<String, String> {
         self.model.fault_begins();
         self.cluster.kill(node);
         let now = Instant::now();
-        let wait = self
+        let reentrant = self
             .model
             .believers()
-            .iter()
-            .filter_map(|(_, _, signal)| signal.deadline())
+            .into_iter()
+            .map(|(_, _, signal)| signal);
+        let plain = self
+            .model
+            .plain
+            .believed()
+            .into_iter()
+            .map(|(_, signal)| signal);
+        let wait = reentrant
+            .chain(plain)
+            .filter_map(|signal| signal.deadline())
             .map(|(deadline, _)| deadline.saturating_duration_since(now))
             .max()
             .unwrap_or_default()
@@ -584,6 +593,8 @@ impl System {
     /// by a majority's TTL; the watchdog renewing exactly the live holds.
     pub(crate) fn check(&mut self) -> Result<(), String> {
         self.model.observe_all()?;
+        let disturbed = self.model.disturbed();
+        self.model.plain.observe(disturbed, WATCHDOG)?;
         self.model.check_exclusion()?;
         self.model.plain.check_exclusion()?;
         self.check_ttls()?;
@@ -595,7 +606,30 @@ impl System {
     /// its keys and grants nobody; a running node whose TTL runs out before the belief does
     /// could.
     fn check_ttls(&mut self) -> Result<(), String> {
-        for (actor, lock, signal) in self.model.believers() {
+        let reentrant = self
+            .model
+            .believers()
+            .into_iter()
+            .map(|(actor, lock, signal)| {
+                (
+                    format!("a{actor} l{lock}"),
+                    format!("redlock:{}", NAMES[lock]),
+                    signal,
+                )
+            });
+        let plain = self
+            .model
+            .plain
+            .believed()
+            .into_iter()
+            .map(|(client, signal)| {
+                (
+                    format!("c{client} plain"),
+                    format!("redlock:{PLAIN}"),
+                    signal,
+                )
+            });
+        for (who, key, signal) in reentrant.chain(plain).collect::<Vec<_>>() {
             let Some((deadline, _)) = signal.deadline() else {
                 continue;
             };
@@ -610,7 +644,7 @@ impl System {
                 .filter(|node| node.is_running())
                 .map(|node| {
                     redis::cmd("PTTL")
-                        .arg(format!("redlock:{}", NAMES[lock]))
+                        .arg(&key)
                         .query(&mut node.connection())
                         .unwrap_or(-2)
                 })
@@ -624,7 +658,7 @@ impl System {
             let majority = NODES / 2 + 1;
             if free >= majority && !signal.is_lost() {
                 return Err(format!(
-                    "a{actor} l{lock}: believes {believed:?} more, but {free} answering nodes would grant the lock sooner (PTTLs {ttls:?})"
+                    "{who}: believes {believed:?} more, but {free} answering nodes would grant the lock sooner (PTTLs {ttls:?})"
                 ));
             }
         }
@@ -705,7 +739,11 @@ impl System {
         let plain_left = || cluster.count_keys(&format!("redlock:{PLAIN}"));
         // A lost hold's key lasts until its lease runs out (3 s at most here).
         if !eventually(Duration::from_secs(5), || locks_left() + plain_left() == 0) {
-            return Err(format!("{} lock keys left", locks_left()));
+            return Err(format!(
+                "{} lock keys and {} plain keys left",
+                locks_left(),
+                plain_left()
+            ));
         }
         let subscribed = |channel: &str| -> i64 {
             cluster
