@@ -429,7 +429,7 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use redlock_core::{Redlock, RedlockConfig};
+    use redlock_core::{OwnerToken, Redlock, RedlockConfig};
     use redlock_watchdog::{RenewScript, Watchdog, WatchdogConfig};
 
     /// A watchdog on a node nobody listens on: nothing here sends anything, and what the
@@ -448,7 +448,7 @@ mod tests {
         let mut hold = Hold::Free;
         assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
         let grant = hold.acquired_new(
-            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", "o"),
+            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
             7,
             mode,
             later(secs),
@@ -592,7 +592,7 @@ mod tests {
         let watchdog = watchdog();
         let mut hold = Hold::Free;
         let grant = hold.acquired_new(
-            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", "o"),
+            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
             7,
             LeaseMode::Fixed(Duration::from_millis(1)),
             Instant::now(),
@@ -608,7 +608,7 @@ mod tests {
         // ...and without one, the next acquisition is a new hold all the same.
         let mut again = Hold::Free;
         again.acquired_new(
-            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", "o"),
+            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
             8,
             LeaseMode::Fixed(Duration::from_millis(1)),
             Instant::now(),
@@ -637,7 +637,7 @@ mod tests {
         let (mut hold, second) = {
             let mut hold = hold;
             let grant = hold.acquired_new(
-                watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", "o"),
+                watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
                 8,
                 LeaseMode::Watchdog,
                 later(30),

@@ -49,7 +49,7 @@ impl Inner {
         self.watchdog.register(
             RenewScript::new(&crate::lua::RENEW),
             target.key(),
-            target.owner(),
+            target.hold.owner.clone(),
         )
     }
 

@@ -2,27 +2,20 @@
 
 use std::time::Instant;
 
+use redlock_core::OwnerToken;
+
 use crate::{LostSignal, RenewScript};
 
-/// One watched hold.
+/// One watched hold. The owner's `Debug` hides it: a plain lock's token proves it holds the
+/// lock.
+#[derive(Debug)]
 pub(crate) struct Entry {
     pub(crate) key: String,
-    pub(crate) owner: String,
+    pub(crate) owner: OwnerToken,
     /// How this kind of lock is renewed.
     pub(crate) script: RenewScript,
     pub(crate) lost: LostSignal,
     pub(crate) state: EntryState,
-}
-
-impl std::fmt::Debug for Entry {
-    /// The owner is left out: a plain lock's owner token is what proves it holds the lock.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Entry")
-            .field("key", &self.key)
-            .field("script", &self.script.script().sha())
-            .field("state", &self.state)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Where a watched hold stands.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use futures_util::future::join_all;
 use redlock_core::quorum::{lease_millis, validity};
-use redlock_core::{FanOut, LostReason};
+use redlock_core::{FanOut, LostReason, OwnerToken};
 use tokio::time::Instant;
 
 use crate::registry::{EntryState, Held, Release};
@@ -67,7 +67,7 @@ pub(crate) async fn run(shared: Weak<Shared>) {
 struct Due {
     id: u64,
     key: String,
-    owner: String,
+    owner: OwnerToken,
 }
 
 /// One renewal round over every renewed hold: one batch call per lock kind and batch size on
@@ -119,7 +119,7 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
         .map(|(script, batch)| {
             batch.iter().fold(
                 script.script().call().arg(lease_millis(lease)),
-                |call, hold| call.key(&hold.key).arg(&hold.owner),
+                |call, hold| call.key(&hold.key).arg(hold.owner.as_str()),
             )
         })
         .collect();
@@ -179,7 +179,7 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
 mod tests {
     use std::time::Duration;
 
-    use redlock_core::{Redlock, RedlockConfig};
+    use redlock_core::{OwnerToken, Redlock, RedlockConfig};
     use tokio::time::Instant;
 
     use crate::{LostReason, RenewScript, Watchdog, WatchdogConfig};
@@ -194,7 +194,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_task_declares_a_fixed_hold_lost_when_its_lease_ends() {
         let watchdog = watchdog_without_nodes();
-        let registration = watchdog.register(RenewScript::plain(), "redlock:k", "owner");
+        let registration = watchdog.register(RenewScript::plain(), "redlock:k", OwnerToken::new());
         let deadline = Instant::now() + Duration::from_secs(5);
         registration.activate_fixed(deadline.into_std());
         let token = registration.lost_signal().token();
@@ -214,7 +214,7 @@ mod tests {
     async fn renewals_no_majority_confirms_are_retried_until_the_hold_is_lost_in_time() {
         let watchdog = watchdog_without_nodes();
         let config = watchdog.config().clone();
-        let registration = watchdog.register(RenewScript::plain(), "redlock:k", "owner");
+        let registration = watchdog.register(RenewScript::plain(), "redlock:k", OwnerToken::new());
         let valid_until = Instant::now() + config.timeout;
         registration.activate_renewed(valid_until.into_std());
         let reason = registration.lost_signal().lost().await;

@@ -45,7 +45,7 @@ impl Watchdog {
         }
         let lease = self.redlock().acquire(name, self.timeout()).await?;
         // No await from the grant to here: the hold is watched before anything can drop it.
-        let registration = self.register(RenewScript::plain(), lease.key(), lease.owner().as_str());
+        let registration = self.register(RenewScript::plain(), lease.key(), lease.owner().clone());
         registration.activate_renewed(lease.valid_until());
         let renewed = RenewedLease {
             watchdog: self.clone(),
@@ -135,10 +135,7 @@ impl RenewedLease {
         let registration = self.registration.take().expect("present until released");
         let lost = registration.lost_signal().reason();
         registration.releasing();
-        let (redlock, lease) = (self.watchdog.redlock().clone(), self.lease.clone());
-        let if_dropped = SpawnOnDrop::new(async move {
-            let _ = redlock.release(&lease).await;
-        });
+        let if_dropped = SpawnOnDrop::new(self.detached_release());
         let outcome = self.watchdog.redlock().release(&self.lease).await;
         if_dropped.disarm();
         match (outcome, lost) {
@@ -152,6 +149,17 @@ impl RenewedLease {
                 Err(err)
             }
             (Ok(()), None) => Ok(()),
+        }
+    }
+
+    /// The release as a task of its own, for when nobody awaits its outcome (a dropped lease or
+    /// a dropped `release`); a failure only reaches the log, the lease bounds what it leaves.
+    fn detached_release(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (redlock, lease) = (self.watchdog.redlock().clone(), self.lease.clone());
+        async move {
+            if let Err(err) = redlock.release(&lease).await {
+                tracing::debug!(lock = %lease.name(), error = %err, "a detached release failed; the lock expires with its lease");
+            }
         }
     }
 
@@ -186,14 +194,7 @@ impl Drop for RenewedLease {
         };
         // No renewal from here on, whatever happens to the release.
         drop(registration);
-        if tokio::runtime::Handle::try_current().is_err() {
-            return;
-        }
-        let (redlock, lease) = (self.watchdog.redlock().clone(), self.lease.clone());
-        redlock_core::spawn_cleanup(async move {
-            if let Err(err) = redlock.release(&lease).await {
-                tracing::debug!(lock = %lease.name(), error = %err, "release on drop failed; the lock expires with its lease");
-            }
-        });
+        // Outside a runtime nothing is spawned: the lock expires with its lease.
+        redlock_core::spawn_cleanup(self.detached_release());
     }
 }

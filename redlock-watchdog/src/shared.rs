@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use redlock_core::{LostReason, Redlock};
+use redlock_core::{LostReason, OwnerToken, Redlock};
 use tokio_util::sync::CancellationToken;
 
 use crate::registry::{Entry, EntryState};
@@ -45,7 +45,7 @@ impl Shared {
         self: &Arc<Self>,
         script: RenewScript,
         key: String,
-        owner: String,
+        owner: OwnerToken,
     ) -> Registration {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let lost = LostSignal::new();

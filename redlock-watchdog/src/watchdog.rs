@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::{InvalidArgument, Redlock};
+use redlock_core::{InvalidArgument, OwnerToken, Redlock};
 
 use crate::shared::Shared;
 use crate::{LostReason, Registration, RenewScript, WatchdogConfig, WatchdogStats};
@@ -28,13 +28,14 @@ use crate::{LostReason, Registration, RenewScript, WatchdogConfig, WatchdogStats
 ///
 /// ```no_run
 /// use std::time::Instant;
-/// use redlock_core::{Redlock, RedlockConfig};
+/// use redlock_core::{OwnerToken, Redlock, RedlockConfig};
 /// use redlock_watchdog::{RenewScript, Watchdog, WatchdogConfig};
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let redlock = Redlock::new(RedlockConfig::with_nodes(["redis://127.0.0.1:6379"]))?;
 /// let watchdog = Watchdog::start(redlock, WatchdogConfig::default())?;
 /// // A plain lock's key and owner token; another kind of lock brings its own script.
-/// let registration = watchdog.register(RenewScript::plain(), "redlock:report", "owner-token");
+/// let owner = OwnerToken::new();
+/// let registration = watchdog.register(RenewScript::plain(), "redlock:report", owner.clone());
 /// // ... acquire the lock `redlock:report` for that owner ...
 /// # let valid_until = Instant::now();
 /// registration.activate_renewed(valid_until);
@@ -102,9 +103,9 @@ impl Watchdog {
         &self,
         script: RenewScript,
         key: impl Into<String>,
-        owner: impl Into<String>,
+        owner: OwnerToken,
     ) -> Registration {
-        self.shared.register(script, key.into(), owner.into())
+        self.shared.register(script, key.into(), owner)
     }
 
     /// The quorum client the watchdog renews through.

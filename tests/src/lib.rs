@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
-use redlock_reentrant::{LockClient, LockClientBuilder};
-use redlock_testkit::RedisCluster;
+use redlock_reentrant::{LockClient, LockClientBuilder, Watchdog};
+use redlock_testkit::{eventually_async, RedisCluster};
 
 /// The watchdog lease most scenarios give their clients: 3 s, renewed every 1 s, the default's
 /// ratio (30 s, every 10 s) at a tenth of the wait.
@@ -52,4 +52,17 @@ pub async fn client_with_timeouts(
 
 async fn build(builder: LockClientBuilder, cluster: &RedisCluster) -> LockClient {
     builder.nodes(cluster.urls()).build().await.expect("client")
+}
+
+/// Waits until `watchdog` has run `rounds` more renewal rounds: an event to wait for, where a
+/// sleep would guess.
+///
+/// # Panics
+///
+/// If they do not run within `rounds + 2` watchdog timeouts.
+pub async fn rounds_pass(watchdog: &Watchdog, rounds: u64) {
+    let target = watchdog.stats().rounds + rounds;
+    let limit = watchdog.timeout() * u32::try_from(rounds + 2).unwrap_or(u32::MAX);
+    let passed = eventually_async(limit, || watchdog.stats().rounds >= target).await;
+    assert!(passed, "the watchdog stopped running rounds");
 }

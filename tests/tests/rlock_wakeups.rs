@@ -197,6 +197,15 @@ impl SkewedRelease {
         numsub(&self.cluster, &self.channel) == vec![1, 1, 1]
     }
 
+    /// Whether, within `within`, a waiter has tried before subscribing and once subscribed, and
+    /// is subscribed on every node: asleep until the next announcement.
+    async fn waiter_asleep(&self, within: Duration) -> bool {
+        eventually_async(within, || {
+            self.attempts_on_node_1() >= 2 && self.subscribed()
+        })
+        .await
+    }
+
     /// Starts the holder's release with its requests to nodes 1 and 2 held in a partition:
     /// node 0 applies and announces it at once.
     fn release_on_node_0_only(&self) -> JoinHandle<Result<(), Error>> {
@@ -247,9 +256,7 @@ async fn a_release_that_reaches_a_majority_late_still_wakes_the_waiter() {
     let waiter = spawn_waiter(skewed.waiting.get_lock("skewed"), Duration::from_secs(50));
     // The waiter tried before subscribing and once subscribed, and sleeps.
     assert!(
-        eventually_async(Duration::from_secs(5), || skewed.attempts_on_node_1() >= 2
-            && skewed.subscribed())
-        .await,
+        skewed.waiter_asleep(Duration::from_secs(5)).await,
         "subscribed: {:?}, attempts {}",
         numsub(&skewed.cluster, &skewed.channel),
         skewed.attempts_on_node_1()
@@ -290,9 +297,7 @@ async fn a_woken_waiter_that_gives_up_wakes_the_next() {
     // The first waiter falls asleep first, so the first announcement wakes it.
     let first = spawn_waiter(skewed.waiting.get_lock("handed-on"), Duration::from_secs(4));
     assert!(
-        eventually_async(Duration::from_secs(3), || skewed.attempts_on_node_1() >= 2
-            && skewed.subscribed())
-        .await,
+        skewed.waiter_asleep(Duration::from_secs(3)).await,
         "the first waiter is asleep"
     );
     let second = spawn_waiter(

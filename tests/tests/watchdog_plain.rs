@@ -10,6 +10,7 @@ use redlock_reentrant::{
     redis, Error, LockClient, LostReason, Redlock, RedlockConfig, Watchdog, WatchdogConfig,
 };
 use redlock_testkit::{eventually_async, pttls, RedisCluster};
+use redlock_tests::rounds_pass;
 
 const TIMEOUT: Duration = Duration::from_secs(3);
 /// A thirtieth of the lease, as in the other watchdog tests: room for a busy machine.
@@ -36,16 +37,6 @@ fn watchdog(cluster: &RedisCluster) -> Watchdog {
 async fn released_everywhere(cluster: &RedisCluster, key: &str) {
     let gone = eventually_async(TIMEOUT / 3, || cluster.count_keys(key) == 0).await;
     assert!(gone, "{key} left on {} nodes", cluster.count_keys(key));
-}
-
-/// Waits until the watchdog has run `rounds` more renewal rounds.
-async fn rounds_pass(watchdog: &Watchdog, rounds: u64) {
-    let target = watchdog.stats().rounds + rounds;
-    let passed = eventually_async(TIMEOUT * (rounds as u32 + 2), || {
-        watchdog.stats().rounds >= target
-    })
-    .await;
-    assert!(passed, "the watchdog stopped running rounds");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

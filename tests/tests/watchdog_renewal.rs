@@ -9,23 +9,13 @@ use std::time::{Duration, Instant};
 
 use futures_util::stream::{self, StreamExt};
 use redlock_reentrant::{Error, LockClient, LostReason};
-use redlock_testkit::{eventually_async, pttls, Monitor, RedisCluster};
-use redlock_tests::client_with_timeouts;
+use redlock_testkit::{pttls, Monitor, RedisCluster};
+use redlock_tests::{client_with_timeouts, rounds_pass};
 
 const TIMEOUT: Duration = Duration::from_secs(3);
 /// A thirtieth of the lease: tests run side by side on two cores, and 1 % of 3 s (30 ms) would
 /// let a busy neighbour fail renewals that production's 300 ms (1 % of 30 s) would not.
 const NODE_TIMEOUT: Duration = Duration::from_millis(100);
-
-/// Waits until the watchdog has run `rounds` more renewal rounds.
-async fn rounds_pass(client: &LockClient, rounds: u64) {
-    let target = client.watchdog().stats().rounds + rounds;
-    let passed = eventually_async(TIMEOUT * (rounds as u32 + 2), || {
-        client.watchdog().stats().rounds >= target
-    })
-    .await;
-    assert!(passed, "the watchdog stopped running rounds");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nested_hold_is_renewed_as_one_lock_and_never_after_unlock() {
@@ -46,7 +36,7 @@ async fn a_nested_hold_is_renewed_as_one_lock_and_never_after_unlock() {
         "one entry per hold, not per nesting"
     );
 
-    rounds_pass(&client, 2).await;
+    rounds_pass(client.watchdog(), 2).await;
     for pttl in pttls(&cluster, "redlock:renewed") {
         assert!(pttl > 1_500, "renewed: pttl {pttl}");
     }
@@ -61,7 +51,7 @@ async fn a_nested_hold_is_renewed_as_one_lock_and_never_after_unlock() {
     assert_eq!(client.watchdog().registered(), 1);
     assert_eq!(cluster.count_keys("redlock:renewed"), 0);
     let mark = monitor.lines().len();
-    rounds_pass(&client, 3).await;
+    rounds_pass(client.watchdog(), 3).await;
 
     assert!(
         monitor.count_after(mark, "\"redlock:other\"") >= 3,
@@ -156,7 +146,7 @@ async fn lost_fires_before_the_validity_ends_when_a_majority_stops_answering() {
         .acquire()
         .await
         .expect("held");
-    rounds_pass(&client, 1).await;
+    rounds_pass(client.watchdog(), 1).await;
 
     for node in 0..3 {
         cluster.stop(node);
@@ -194,7 +184,7 @@ async fn renewal_goes_on_through_a_dead_minority() {
     cluster.kill(0);
     cluster.kill(4);
     let renewed = client.watchdog().stats().renewed;
-    rounds_pass(&client, 3).await;
+    rounds_pass(client.watchdog(), 3).await;
     let confirmed = client.watchdog().stats().renewed - renewed;
     eprintln!("{confirmed} renewals confirmed by the 3 live masters in 3 rounds");
     assert!(
