@@ -376,7 +376,21 @@ impl Model {
                 Ok(None)
             }
             Took::Dropped => {
-                // Undone in the background, on every node it reached.
+                // An acquisition retries the owner's pending release first, from its first poll
+                // (a step's future is always polled once): dropped, that retry completes in the
+                // background, released or given up where no majority answers, as a dropped
+                // release does. The attempt itself is undone on every node it reached.
+                let disturbed = self.disturbed();
+                let hold = &mut self.holds[actor][lock];
+                if hold.pending_unlock && hold.lost.is_none() && hold.count > 0 {
+                    hold.disturbed |= disturbed;
+                    hold.leases.pop();
+                    hold.count -= 1;
+                    hold.pending_unlock = false;
+                    if hold.count == 0 {
+                        *hold = Hold::default();
+                    }
+                }
                 self.linger(lock, Duration::from_millis(300));
                 Ok(None)
             }
