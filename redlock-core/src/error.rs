@@ -211,6 +211,15 @@ pub enum NodeErrorKind {
     /// [`NodeSet::run_script_on`](crate::NodeSet::run_script_on)).
     #[error("not asked")]
     NotAsked,
+    /// The outcome was decided before this node answered: its request is still in flight and
+    /// finishes in the background, bounded by the per-node timeout.
+    #[error("not awaited: the outcome was decided without this node")]
+    NotAwaited,
+    /// The node did not answer its last request in time (or could not be connected to), so
+    /// it was not waited on: a majority answers without it. Releases are still sent to it;
+    /// other requests skip it until it answers again (it is probed meanwhile).
+    #[error("not waited on: it stopped answering lately")]
+    Unresponsive,
 }
 
 /// Why no connection to a node could be made.
@@ -249,6 +258,15 @@ impl NodeError {
     /// Whether the request was deliberately not sent to this node.
     pub fn is_not_asked(&self) -> bool {
         matches!(self.kind, NodeErrorKind::NotAsked)
+    }
+
+    /// Whether the node was not waited on: the outcome was decided without it, or it had
+    /// stopped answering lately.
+    pub fn is_not_awaited(&self) -> bool {
+        matches!(
+            self.kind,
+            NodeErrorKind::NotAwaited | NodeErrorKind::Unresponsive
+        )
     }
 
     /// Whether the node did not answer in time.

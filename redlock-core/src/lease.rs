@@ -62,7 +62,9 @@ impl Lease {
         Instant::now() < self.valid_until
     }
 
-    /// How many nodes granted the lock.
+    /// How many nodes had granted the lock when a majority decided it (at least a majority).
+    /// Nodes whose replies were still out may grant it a moment later: they hold it too, and
+    /// the release frees it there as well.
     pub fn granted_by(&self) -> usize {
         self.granted_by
     }

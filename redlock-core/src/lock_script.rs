@@ -37,13 +37,15 @@ impl LockScript {
         }
     }
 
-    /// Starts a call of this script.
-    pub fn call(&self) -> ScriptCall<'_> {
+    /// Starts a call of this script (scripts are statics: a call may finish in the
+    /// background after its caller decided).
+    pub fn call(&'static self) -> ScriptCall {
         ScriptCall {
             script: self,
             keys: Vec::new(),
             args: Vec::new(),
             by_source: false,
+            releasing: false,
         }
     }
 
@@ -63,14 +65,15 @@ impl std::fmt::Debug for LockScript {
 
 /// One call of a [`LockScript`] with its keys and arguments, ready to send to every node.
 #[derive(Clone)]
-pub struct ScriptCall<'a> {
-    script: &'a LockScript,
+pub struct ScriptCall {
+    script: &'static LockScript,
     keys: Vec<Vec<u8>>,
     args: Vec<Vec<u8>>,
     by_source: bool,
+    releasing: bool,
 }
 
-impl std::fmt::Debug for ScriptCall<'_> {
+impl std::fmt::Debug for ScriptCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Arguments may carry owner tokens: only their number is shown.
         f.debug_struct("ScriptCall")
@@ -81,7 +84,7 @@ impl std::fmt::Debug for ScriptCall<'_> {
     }
 }
 
-impl ScriptCall<'_> {
+impl ScriptCall {
     /// Adds a key (`KEYS[n]`).
     #[must_use]
     pub fn key(mut self, key: impl ToRedisArgs) -> Self {
@@ -108,6 +111,20 @@ impl ScriptCall<'_> {
         self
     }
 
+    /// Marks the call as releasing what earlier calls may have taken (a release, an undo): it
+    /// is sent to every node, also one that stopped answering lately, whose earlier requests
+    /// may still land. Other calls skip such a node while a majority answers.
+    #[must_use]
+    pub fn releasing(mut self) -> Self {
+        self.releasing = true;
+        self
+    }
+
+    /// Whether the call releases (see [`ScriptCall::releasing`]).
+    pub fn is_releasing(&self) -> bool {
+        self.releasing
+    }
+
     /// Whether the call is sent by source (see [`ScriptCall::by_source`]).
     pub fn is_by_source(&self) -> bool {
         self.by_source
@@ -119,16 +136,16 @@ impl ScriptCall<'_> {
     }
 
     /// The script's SHA1.
-    pub fn sha(&self) -> &str {
+    pub fn sha(&self) -> &'static str {
         self.script.sha()
+    }
+
+    pub(crate) fn source(&self) -> &'static str {
+        self.script.source
     }
 
     pub(crate) fn evalsha(&self) -> redis::Cmd {
         self.command("EVALSHA", self.script.sha())
-    }
-
-    pub(crate) fn eval(&self) -> redis::Cmd {
-        self.command("EVAL", self.script.source)
     }
 
     fn command(&self, verb: &str, body: &str) -> redis::Cmd {

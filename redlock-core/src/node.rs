@@ -1,13 +1,18 @@
-//! One Redis master: its pool, its shared multiplexed connection, and timed requests to it.
+//! One Redis master: its pool, its shared multiplexed connection, requests queued on it in the
+//! order they were made, and whether it answers lately.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use deadpool_redis::{Connection, Manager, Pool, Runtime};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, ErrorKind, FromRedisValue, RedisError, ServerErrorKind};
-use tokio::sync::watch;
+use redis::{AsyncConnectionConfig, Cmd, ErrorKind, FromRedisValue, RedisError, ServerErrorKind};
+use redis::{RedisResult, Value};
+use tokio::sync::oneshot;
 
 use crate::{ConnectError, InvalidArgument, NodeAddress, NodeError, NodeErrorKind, ScriptCall};
 
@@ -16,43 +21,137 @@ use crate::{ConnectError, InvalidArgument, NodeAddress, NodeError, NodeErrorKind
 /// Requests share one multiplexed connection checked out of the node's deadpool pool and kept
 /// until it breaks. Checking out per request would cost deadpool's `UNWATCH` + `PING` health
 /// check, a second round trip, on every lock operation; a multiplexed connection already
-/// carries concurrent requests. Sharing one connection also keeps a node's requests in order,
-/// so a release always reaches the node after the acquisition it undoes.
+/// carries concurrent requests, pipelined.
+///
+/// **Requests reach the node in the order they were made.** A request is queued on the
+/// connection when it is made, not when its reply is first awaited, and requests made while
+/// the node is connecting wait in a queue of their own, in order. So a release always reaches
+/// a node after the acquisition it undoes, even when that acquisition's reply is still
+/// outstanding (the caller decided without it) or the node is paused.
+///
+/// **A node that does not answer is not waited on again and again.** A request that times
+/// out, or a connection that fails, marks the node unresponsive; a fan-out that has a majority
+/// of responsive nodes then skips it (releases are still sent, not awaited) and probes it with
+/// a `PING` at most one at a time. The first answer from it, to the probe or to anything else,
+/// makes it responsive again.
 ///
 /// Connecting (TCP, TLS handshake, `AUTH`) has a bound of its own, the connect timeout, and
 /// runs in a task of its own: a request waits for it at most its per-node timeout, and a
 /// connection that takes longer is still there for the next request.
 pub struct Node {
     index: usize,
-    address: NodeAddress,
     client: redis::Client,
-    pool: Pool,
-    connect_timeout: Duration,
-    shared: Arc<Mutex<Shared>>,
+    link: Arc<Link>,
 }
 
-/// How a connection attempt ended, as every request waiting for it sees it.
-type Connected = Option<Result<(), Arc<ConnectError>>>;
+/// What requests to the node share, also from tasks that outlive the caller.
+struct Link {
+    index: usize,
+    address: NodeAddress,
+    pool: Pool,
+    connect_timeout: Duration,
+    state: Mutex<State>,
+}
 
-/// The connection requests share, and which scripts the node is known to have cached on it.
+/// A reply being awaited from the node.
+type Reply = Pin<Box<dyn Future<Output = RedisResult<Value>> + Send>>;
+
+/// The connection, what is known to be cached on it, the queue while connecting, and health.
 #[derive(Default)]
-struct Shared {
+struct State {
     connection: Option<Connection>,
     /// Bumped whenever the connection is replaced: what was learned on an older one is stale.
     generation: u64,
-    /// SHAs the node ran on this connection. Anything else is sent whole (`EVAL`): a request
-    /// whose reply nobody awaits any more (the node was paused, the caller timed out) must not
-    /// depend on a `NOSCRIPT` round trip.
+    /// SHAs the node ran on this connection. Anything else is sent whole (`EVAL`).
     cached_scripts: HashSet<String>,
-    /// The connection attempt in flight, if any.
-    connecting: Option<watch::Receiver<Connected>>,
+    /// Whether a connection attempt is in flight.
+    connecting: bool,
+    /// Requests made while connecting, in order; sent in that order once connected.
+    waiting: VecDeque<Waiting>,
+    /// How many requests were queued on the connection so far: a request's sequence number.
+    queued: u64,
+    /// A request timed out or connecting failed, and nothing was heard from the node since.
+    unresponsive: bool,
+    /// A probe of an unresponsive node is in flight.
+    probing: bool,
+}
+
+/// A request queued while the node connects (`None`: only waiting for the connection).
+struct Waiting {
+    request: Option<Request>,
+    done: oneshot::Sender<Result<Option<Queued>, Arc<ConnectError>>>,
+}
+
+/// What to send: a script (by SHA when the node has it cached) or a plain command.
+#[derive(Clone)]
+pub(crate) enum Request {
+    Script(Arc<PreparedScript>),
+    Command(Arc<Cmd>),
+}
+
+/// A script call packed once for every node of a fan-out.
+pub(crate) struct PreparedScript {
+    evalsha: Arc<Cmd>,
+    sha: &'static str,
+    source: &'static str,
+    by_source: bool,
+    releasing: bool,
+}
+
+impl PreparedScript {
+    pub(crate) fn new(call: &ScriptCall) -> Self {
+        Self {
+            evalsha: Arc::new(call.evalsha()),
+            sha: call.sha(),
+            source: call.source(),
+            by_source: call.is_by_source(),
+            releasing: call.is_releasing(),
+        }
+    }
+
+    /// The same call with the script's source (`EVAL`), built only when needed.
+    fn eval(&self) -> Arc<Cmd> {
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(self.source);
+        for arg in self.evalsha.args_iter().skip(2) {
+            if let redis::Arg::Simple(bytes) = arg {
+                eval.arg(bytes);
+            }
+        }
+        Arc::new(eval)
+    }
+}
+
+impl Request {
+    /// Whether it releases what earlier requests may have taken: sent even to an unresponsive
+    /// node.
+    pub(crate) fn is_releasing(&self) -> bool {
+        matches!(self, Request::Script(script) if script.releasing)
+    }
+}
+
+/// A request on the connection: its reply, its place in the queue, and how it was sent.
+struct Queued {
+    reply: Reply,
+    sequence: u64,
+    generation: u64,
+    /// The script SHA it was sent by (`EVALSHA`), or by source (`EVAL`) for a script.
+    script: Option<(&'static str, bool)>,
+}
+
+/// How a request was first placed: on the connection, or in the connecting queue.
+enum Placed {
+    Queued(Queued),
+    /// Connected, and nothing to send (a wish to be connected).
+    Connected,
+    Waiting(oneshot::Receiver<Result<Option<Queued>, Arc<ConnectError>>>),
 }
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node")
             .field("index", &self.index)
-            .field("address", &self.address)
+            .field("address", &self.link.address)
             .finish_non_exhaustive()
     }
 }
@@ -88,11 +187,14 @@ impl Node {
             .map_err(|err| unusable(err.to_string()))?;
         Ok(Self {
             index,
-            address,
             client,
-            pool,
-            connect_timeout,
-            shared: Arc::default(),
+            link: Arc::new(Link {
+                index,
+                address,
+                pool,
+                connect_timeout,
+                state: Mutex::default(),
+            }),
         })
     }
 
@@ -103,7 +205,7 @@ impl Node {
 
     /// The node's URL, password hidden.
     pub fn address(&self) -> &NodeAddress {
-        &self.address
+        &self.link.address
     }
 
     /// The node's redis-rs client, for what a pool cannot carry (pub/sub connections).
@@ -111,87 +213,112 @@ impl Node {
         &self.client
     }
 
+    /// Whether the node's last request timed out (or its connection failed) and nothing was
+    /// heard from it since: fan-outs with a majority of responsive nodes do not wait for it.
+    pub fn is_unresponsive(&self) -> bool {
+        self.link.state().unresponsive
+    }
+
     /// Runs a script on this node within `timeout`.
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future abandons the reply, not the command: a script already sent still
-    /// runs on the node.
+    /// The request is queued on the node's connection when this is called, so it keeps its
+    /// place before anything sent later. Dropping the future abandons the reply; a request the
+    /// connection has not written yet is then skipped (redis-rs sends nothing nobody awaits).
     ///
     /// # Errors
     ///
     /// A [`NodeError`] for a timeout, a failed connection or an error reply.
-    pub async fn run_script<T: FromRedisValue>(
+    pub fn run_script<T: FromRedisValue>(
         &self,
-        call: &ScriptCall<'_>,
+        call: &ScriptCall,
         timeout: Duration,
-    ) -> Result<T, NodeError> {
-        self.within(timeout, self.script_untimed(call)).await
+    ) -> impl Future<Output = Result<T, NodeError>> + Send + 'static {
+        let request = Request::Script(Arc::new(PreparedScript::new(call)));
+        self.decoded(self.submit(&request, timeout))
     }
 
     /// Runs one command on this node within `timeout`.
     ///
     /// # Cancel safety
     ///
-    /// As [`Node::run_script`]: a command already sent still runs.
+    /// As [`Node::run_script`].
     ///
     /// # Errors
     ///
     /// A [`NodeError`] for a timeout, a failed connection or an error reply.
-    pub async fn query<T: FromRedisValue>(
+    pub fn query<T: FromRedisValue>(
         &self,
-        cmd: &redis::Cmd,
+        cmd: &Cmd,
         timeout: Duration,
-    ) -> Result<T, NodeError> {
-        self.within(timeout, async {
-            let (mut connection, _) = self.connection().await?;
-            cmd.query_async(&mut connection)
+    ) -> impl Future<Output = Result<T, NodeError>> + Send + 'static {
+        let request = Request::Command(Arc::new(cmd.clone()));
+        self.decoded(self.submit(&request, timeout))
+    }
+
+    fn decoded<T: FromRedisValue>(
+        &self,
+        reply: impl Future<Output = Result<Value, NodeErrorKind>> + Send + 'static,
+    ) -> impl Future<Output = Result<T, NodeError>> + Send + 'static {
+        let link = Arc::clone(&self.link);
+        async move {
+            reply
                 .await
-                .map_err(|err| self.command_failed(err))
-        })
-        .await
+                .and_then(decode)
+                .map_err(|kind| link.error(kind))
+        }
     }
 
-    async fn within<T>(
+    /// The error of this node with `kind`.
+    pub(crate) fn error(&self, kind: NodeErrorKind) -> NodeError {
+        self.link.error(kind)
+    }
+
+    /// Queues `request` on the node now, and returns its reply within `timeout`. The returned
+    /// future owns what it needs: it may finish in the background after its caller decided.
+    pub(crate) fn submit(
         &self,
+        request: &Request,
         timeout: Duration,
-        request: impl std::future::Future<Output = Result<T, NodeErrorKind>>,
-    ) -> Result<T, NodeError> {
-        let outcome = match tokio::time::timeout(timeout, request).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(NodeErrorKind::Timeout(timeout)),
-        };
-        outcome.map_err(|kind| NodeError {
-            index: self.index,
-            address: self.address.clone(),
-            kind,
-        })
+    ) -> impl Future<Output = Result<Value, NodeErrorKind>> + Send + 'static {
+        let link = Arc::clone(&self.link);
+        let placed = link.place(Some(request));
+        let request = request.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + timeout;
+            match tokio::time::timeout_at(deadline, link.finish(placed, request)).await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    link.state().unresponsive = true;
+                    Err(NodeErrorKind::Timeout(timeout))
+                }
+            }
+        }
     }
 
-    async fn script_untimed<T: FromRedisValue>(
-        &self,
-        call: &ScriptCall<'_>,
-    ) -> Result<T, NodeErrorKind> {
-        let (mut connection, generation) = self.connection().await?;
-        let sha = call.sha();
-        let by_sha = !call.is_by_source() && self.lock_shared().cached_scripts.contains(sha);
-        if by_sha {
-            match call.evalsha().query_async(&mut connection).await {
-                Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    // Flushed or restarted: forget what we knew and send it whole.
-                    self.lock_shared().cached_scripts.clear();
-                }
-                outcome => return outcome.map_err(|err| self.command_failed(err)),
+    /// Starts a probe of an unresponsive node (a `PING` within `timeout`) unless one is in
+    /// flight: its answer makes the node responsive again.
+    pub(crate) fn probe(&self, timeout: Duration) {
+        {
+            let mut state = self.link.state();
+            if !state.unresponsive || state.probing {
+                return;
             }
+            state.probing = true;
         }
-        let outcome = call.eval().query_async(&mut connection).await;
-        if outcome.is_ok() {
-            let mut shared = self.lock_shared();
-            if shared.generation == generation {
-                shared.cached_scripts.insert(sha.to_owned());
-            }
+        let ping = self.submit(&Request::Command(Arc::new(redis::cmd("PING"))), timeout);
+        let link = Arc::clone(&self.link);
+        let probe = async move {
+            let _ = ping.await;
+            link.state().probing = false;
+        };
+        if tokio::runtime::Handle::try_current()
+            .map(|runtime| runtime.spawn(probe))
+            .is_err()
+        {
+            self.link.state().probing = false;
         }
-        outcome.map_err(|err| self.command_failed(err))
     }
 
     /// Makes sure the node is connected, waiting at most the connect timeout.
@@ -205,97 +332,276 @@ impl Node {
     /// A [`NodeError`] when no connection could be made (refused, unreachable, a failed TLS
     /// handshake or `AUTH`, or the connect timeout).
     pub async fn connect(&self) -> Result<(), NodeError> {
-        self.within(self.connect_timeout.saturating_mul(2), async {
-            self.connection().await.map(|_| ())
-        })
-        .await
+        let link = Arc::clone(&self.link);
+        let placed = link.place(None);
+        let timeout = self.link.connect_timeout.saturating_mul(2);
+        let connected = async {
+            match placed {
+                Placed::Queued(_) | Placed::Connected => Ok(()),
+                Placed::Waiting(done) => link.connected(done).await.map(|_| ()),
+            }
+        };
+        match tokio::time::timeout(timeout, connected).await {
+            Ok(outcome) => outcome.map_err(|kind| self.link.error(kind)),
+            Err(_) => Err(self.link.error(NodeErrorKind::Timeout(timeout))),
+        }
+    }
+}
+
+impl Link {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The guarded value is never left half-written: a poisoned lock still holds a
+        // consistent value.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The shared connection and its generation, once connected. With no connection, a
-    /// connection attempt starts in a task of its own (or the one in flight is joined).
-    async fn connection(&self) -> Result<(MultiplexedConnection, u64), NodeErrorKind> {
-        for _ in 0..2 {
-            let mut connecting = {
-                let mut shared = lock(&self.shared);
-                if let Some(connection) = shared.connection.as_ref() {
-                    return Ok((MultiplexedConnection::clone(connection), shared.generation));
-                }
-                match shared.connecting.as_ref() {
-                    Some(connecting) => connecting.clone(),
-                    None => {
-                        let (done, connecting) = watch::channel(None);
-                        shared.connecting = Some(connecting.clone());
-                        tokio::spawn(connect(
-                            self.pool.clone(),
-                            Arc::clone(&self.shared),
-                            self.connect_timeout,
-                            done,
-                        ));
-                        connecting
+    fn error(&self, kind: NodeErrorKind) -> NodeError {
+        NodeError {
+            index: self.index,
+            address: self.address.clone(),
+            kind,
+        }
+    }
+
+    /// Places a request (or, with `None`, a wish to be connected) in line: on the connection
+    /// if there is one, else in the connecting queue, starting a connection attempt if none is
+    /// in flight.
+    fn place(self: &Arc<Self>, request: Option<&Request>) -> Placed {
+        let (done, waiting) = oneshot::channel();
+        {
+            let mut state = self.state();
+            if state.connection.is_some() {
+                return match request {
+                    Some(request) => Placed::Queued(queue(&mut state, request)),
+                    None => Placed::Connected,
+                };
+            }
+            state.waiting.push_back(Waiting {
+                request: request.cloned(),
+                done,
+            });
+            if state.connecting {
+                return Placed::Waiting(waiting);
+            }
+            state.connecting = true;
+        }
+        // Spawned outside the lock: with no runtime, the attempt is dropped at once, and its
+        // drop fails the queue (under the lock).
+        let attempt = ConnectAttempt {
+            link: Arc::clone(self),
+            finished: false,
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(attempt.run());
+        }
+        Placed::Waiting(waiting)
+    }
+
+    /// The queued request once connected, or why no connection came.
+    async fn connected(
+        &self,
+        done: oneshot::Receiver<Result<Option<Queued>, Arc<ConnectError>>>,
+    ) -> Result<Option<Queued>, NodeErrorKind> {
+        match done.await {
+            Ok(Ok(queued)) => Ok(queued),
+            Ok(Err(failure)) => Err(NodeErrorKind::Connect(failure)),
+            Err(_) => Err(NodeErrorKind::Connect(Arc::new(ConnectError::Timeout(
+                self.connect_timeout,
+            )))),
+        }
+    }
+
+    /// Awaits the reply of a placed request. A script the node forgot (`NOSCRIPT`) is sent
+    /// again by source only if nothing was queued after it: a resent request must never land
+    /// after a later one (a release overtaken by its own retry, say). Otherwise the `NOSCRIPT`
+    /// is the answer: the request did not run.
+    async fn finish(&self, placed: Placed, request: Request) -> Result<Value, NodeErrorKind> {
+        let queued = match placed {
+            Placed::Queued(queued) => queued,
+            Placed::Waiting(done) => self.connected(done).await?.ok_or(NodeErrorKind::NotAsked)?,
+            Placed::Connected => return Err(NodeErrorKind::NotAsked),
+        };
+        let (sequence, generation, script) = (queued.sequence, queued.generation, queued.script);
+        match self.settle(queued.reply.await, generation) {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                let resent = {
+                    let mut state = self.state();
+                    if state.generation == generation {
+                        state.cached_scripts.clear();
                     }
+                    let last = state.generation == generation
+                        && state.queued == sequence + 1
+                        && state.connection.is_some();
+                    match &request {
+                        Request::Script(script) if last => {
+                            Some(queue_cmd(&mut state, script.eval(), None))
+                        }
+                        _ => None,
+                    }
+                };
+                match resent {
+                    Some(resent) => {
+                        let outcome = self.settle(resent.reply.await, generation);
+                        if outcome.is_ok() {
+                            if let Request::Script(script) = &request {
+                                self.cached(generation, script.sha);
+                            }
+                        }
+                        outcome.map_err(NodeErrorKind::Command)
+                    }
+                    None => Err(NodeErrorKind::Command(err)),
                 }
-            };
-            let outcome = connecting
-                .wait_for(Option::is_some)
-                .await
-                .map(|outcome| outcome.clone())
-                .unwrap_or(None);
-            match outcome {
-                Some(Ok(())) => continue, // connected: take it (it may have broken already)
-                Some(Err(failure)) => return Err(NodeErrorKind::Connect(failure)),
-                None => break,
             }
+            Ok(value) => {
+                if let Some((sha, false)) = script {
+                    self.cached(generation, sha);
+                }
+                Ok(value)
+            }
+            Err(err) => Err(NodeErrorKind::Command(err)),
         }
-        Err(NodeErrorKind::Connect(Arc::new(ConnectError::Timeout(
-            self.connect_timeout,
-        ))))
     }
 
-    fn command_failed(&self, err: RedisError) -> NodeErrorKind {
-        if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() {
-            // Back to the pool: its health check discards it and the next request reconnects.
-            let mut shared = self.lock_shared();
-            shared.connection = None;
-            shared.cached_scripts.clear();
+    /// Turns a reply into a result, and learns from it: an answer means the node is there; a
+    /// broken connection is given back for the next request to reconnect.
+    fn settle(&self, reply: RedisResult<Value>, generation: u64) -> RedisResult<Value> {
+        let reply = reply.and_then(Value::extract_error);
+        let mut state = self.state();
+        match &reply {
+            Err(err) if err.is_io_error() || err.is_connection_dropped() => {
+                if state.generation == generation {
+                    // Back to the pool: its health check discards it.
+                    state.connection = None;
+                    state.cached_scripts.clear();
+                }
+            }
+            Err(err) if err.is_unrecoverable_error() && state.generation == generation => {
+                state.connection = None;
+                state.cached_scripts.clear();
+            }
+            _ => state.unresponsive = false,
         }
-        NodeErrorKind::Command(err)
+        reply
     }
 
-    fn lock_shared(&self) -> std::sync::MutexGuard<'_, Shared> {
-        lock(&self.shared)
+    fn cached(&self, generation: u64, sha: &str) {
+        let mut state = self.state();
+        if state.generation == generation && !state.cached_scripts.contains(sha) {
+            state.cached_scripts.insert(sha.to_owned());
+        }
     }
 }
 
-fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
-    // The guarded value is replaced whole, never left half-written: a poisoned lock still
-    // holds a consistent value.
-    shared
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// Queues `request` on the connection (which must be there).
+fn queue(state: &mut State, request: &Request) -> Queued {
+    match request {
+        Request::Script(script) => {
+            let by_sha = !script.by_source && state.cached_scripts.contains(script.sha);
+            if by_sha {
+                queue_cmd(state, Arc::clone(&script.evalsha), Some((script.sha, true)))
+            } else {
+                queue_cmd(state, script.eval(), Some((script.sha, false)))
+            }
+        }
+        Request::Command(cmd) => queue_cmd(state, Arc::clone(cmd), None),
+    }
 }
 
-/// One connection attempt, in a task of its own so it outlives the request that started it.
-async fn connect(
-    pool: Pool,
-    shared: Arc<Mutex<Shared>>,
-    timeout: Duration,
-    done: watch::Sender<Connected>,
-) {
-    let outcome = match tokio::time::timeout(timeout, pool.get()).await {
-        Ok(Ok(connection)) => {
-            let mut shared = lock(&shared);
-            if shared.connection.is_none() {
-                shared.connection = Some(connection);
-                shared.generation += 1;
-                shared.cached_scripts.clear();
-            }
-            Ok(())
+/// Hands `cmd` to the multiplexed connection at once: its send future is polled once here, and
+/// redis-rs takes a request into its FIFO channel on the first poll (or, with the channel full,
+/// into the FIFO line for a slot). So the order of these calls, all made under the node's lock,
+/// is the order the node sees. The poll is unconstrained by tokio's task budget, which would
+/// otherwise make it wait for nothing.
+fn queue_cmd(state: &mut State, cmd: Arc<Cmd>, script: Option<(&'static str, bool)>) -> Queued {
+    let connection = state
+        .connection
+        .as_ref()
+        .map(|connection| MultiplexedConnection::clone(connection));
+    let mut reply: Reply = Box::pin(tokio::task::unconstrained(async move {
+        match connection {
+            Some(mut connection) => connection.send_packed_command(&cmd).await,
+            None => Err(RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::NotConnected,
+            ))),
         }
-        Ok(Err(err)) => Err(Arc::new(ConnectError::Failed(err))),
-        Err(_) => Err(Arc::new(ConnectError::Timeout(timeout))),
-    };
-    lock(&shared).connecting = None;
-    done.send_replace(Some(outcome));
+    }));
+    if let Poll::Ready(done) = reply.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        reply = Box::pin(std::future::ready(done));
+    }
+    let sequence = state.queued;
+    state.queued += 1;
+    Queued {
+        reply,
+        sequence,
+        generation: state.generation,
+        script,
+    }
+}
+
+/// The value a caller asked for.
+fn decode<T: FromRedisValue>(value: Value) -> Result<T, NodeErrorKind> {
+    redis::from_redis_value(value).map_err(|err| NodeErrorKind::Command(err.into()))
+}
+
+/// One connection attempt, in a task of its own so it outlives the requests waiting for it.
+/// Dropped unfinished (its runtime ended), it fails the waiting requests and lets the next
+/// request try again.
+struct ConnectAttempt {
+    link: Arc<Link>,
+    finished: bool,
+}
+
+impl ConnectAttempt {
+    async fn run(mut self) {
+        let timeout = self.link.connect_timeout;
+        let outcome = match tokio::time::timeout(timeout, self.link.pool.get()).await {
+            Ok(Ok(connection)) => Ok(connection),
+            Ok(Err(err)) => Err(Arc::new(ConnectError::Failed(err))),
+            Err(_) => Err(Arc::new(ConnectError::Timeout(timeout))),
+        };
+        self.finish(outcome);
+    }
+
+    fn finish(&mut self, outcome: Result<Connection, Arc<ConnectError>>) {
+        self.finished = true;
+        let mut state = self.link.state();
+        state.connecting = false;
+        let waiting = std::mem::take(&mut state.waiting);
+        match outcome {
+            Ok(connection) => {
+                if state.connection.is_none() {
+                    state.connection = Some(connection);
+                    state.generation += 1;
+                    state.cached_scripts.clear();
+                }
+                for waiting in waiting {
+                    if waiting.done.is_closed() {
+                        continue; // nobody awaits it any more: never sent, like redis-rs does
+                    }
+                    let queued = waiting
+                        .request
+                        .as_ref()
+                        .map(|request| queue(&mut state, request));
+                    let _ = waiting.done.send(Ok(queued));
+                }
+            }
+            Err(failure) => {
+                state.unresponsive = true;
+                for waiting in waiting {
+                    let _ = waiting.done.send(Err(Arc::clone(&failure)));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ConnectAttempt {
+    fn drop(&mut self) {
+        if !self.finished {
+            let timeout = self.link.connect_timeout;
+            self.finish(Err(Arc::new(ConnectError::Timeout(timeout))));
+        }
+    }
 }
 
 /// Removes a URL's password from a message that might echo the URL.

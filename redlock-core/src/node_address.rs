@@ -16,7 +16,7 @@ use std::fmt;
 /// assert!(!shown.to_string().contains("s3cret"));
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct NodeAddress(String);
+pub struct NodeAddress(std::sync::Arc<str>);
 
 const HIDDEN: &str = "***";
 const SECRET_QUERY_KEYS: [&str; 3] = ["pass", "password", "token"];
@@ -25,7 +25,7 @@ impl NodeAddress {
     /// Redacts `raw`. A string that does not parse as a URL is not shown at all.
     pub fn redact(raw: &str) -> Self {
         let Ok(mut url) = url::Url::parse(raw) else {
-            return Self("<unparseable url>".to_owned());
+            return Self("<unparseable url>".into());
         };
         if url.password().is_some() {
             // Setting a password only fails for URLs that cannot have one, and those have none.
@@ -48,7 +48,7 @@ impl NodeAddress {
                 .collect();
             url.query_pairs_mut().clear().extend_pairs(pairs);
         }
-        Self(url.to_string().replace("%2A%2A%2A", HIDDEN))
+        Self(url.to_string().replace("%2A%2A%2A", HIDDEN).into())
     }
 
     /// The redacted URL.

@@ -3,13 +3,14 @@
 
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
-use futures_util::TryFutureExt as _;
-use redis::FromRedisValue;
-use tracing::Instrument;
+use std::sync::Arc;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use redis::FromRedisValue;
+
+use crate::node::{PreparedScript, Request};
 use crate::quorum::majority;
-use crate::{InvalidArgument, Node, NodeError, RedlockConfig, ScriptCall};
+use crate::{InvalidArgument, Node, NodeError, NodeErrorKind, RedlockConfig, ScriptCall};
 
 /// The N independent masters a lock lives on.
 ///
@@ -55,81 +56,140 @@ impl NodeSet {
         self.nodes.iter()
     }
 
-    /// Runs a script on every node at once, each within `timeout`.
+    /// Runs a script on every node at once, each within `timeout`, and waits for every reply
+    /// (a node that stopped answering lately excepted, while a majority answers).
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future abandons the replies, not the commands: scripts already sent still
-    /// run. A caller that changes state must undo it when dropped (see [`crate::SpawnOnDrop`]).
+    /// The requests are queued on every node's connection when this is first polled, and keep
+    /// their place before anything sent later. Dropping the future abandons the replies; a
+    /// request a connection has not written yet is then skipped. A caller that changes state
+    /// must undo it when dropped (see [`crate::SpawnOnDrop`]).
     pub async fn run_script<T: FromRedisValue>(
         &self,
-        call: &ScriptCall<'_>,
+        call: &ScriptCall,
         timeout: Duration,
     ) -> FanOut<T> {
-        self.fan_out(|node| node.run_script(call, timeout)).await
+        self.run_script_until(call, timeout, |_| false).await
+    }
+
+    /// Runs a script on every node at once, each within `timeout`, and returns as soon as
+    /// `decided` says the replies so far settle the outcome (or every reply is in). The
+    /// requests still out finish in the background, each within `timeout`, and their late
+    /// effects are the caller's to account for: a release sent after this one reaches every
+    /// node after it. Nodes not awaited reply [`NodeErrorKind::NotAwaited`](crate::NodeErrorKind::NotAwaited).
+    ///
+    /// `decided` sees the replies so far, with [`FanOut::in_flight`] counting the ones still
+    /// awaited.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`NodeSet::run_script`].
+    pub async fn run_script_until<T: FromRedisValue>(
+        &self,
+        call: &ScriptCall,
+        timeout: Duration,
+        decided: impl Fn(&FanOut<T>) -> bool,
+    ) -> FanOut<T> {
+        let request = Request::Script(Arc::new(PreparedScript::new(call)));
+        self.fan_out(&request, timeout, |_| true, decided).await
     }
 
     /// Runs a script on the nodes for which `ask(node index)` is true, at once, each within
     /// `timeout`; the others reply [`NodeErrorKind::NotAsked`](crate::NodeErrorKind::NotAsked).
-    /// For follow-ups that only matter where an earlier fan-out landed.
+    /// For follow-ups that only matter where an earlier fan-out landed. Returns as
+    /// [`NodeSet::run_script_until`] does.
     ///
     /// # Cancel safety
     ///
     /// As [`NodeSet::run_script`].
     pub async fn run_script_on<T: FromRedisValue>(
         &self,
-        call: &ScriptCall<'_>,
+        call: &ScriptCall,
         timeout: Duration,
         ask: impl Fn(usize) -> bool,
+        decided: impl Fn(&FanOut<T>) -> bool,
     ) -> FanOut<T> {
-        self.fan_out(|node| {
-            let asked = ask(node.index());
-            async move {
-                if asked {
-                    node.run_script(call, timeout).await
-                } else {
-                    Err(NodeError {
-                        index: node.index(),
-                        address: node.address().clone(),
-                        kind: crate::NodeErrorKind::NotAsked,
-                    })
-                }
-            }
-        })
-        .await
+        let request = Request::Script(Arc::new(PreparedScript::new(call)));
+        self.fan_out(&request, timeout, ask, decided).await
     }
 
-    /// Runs one command on every node at once, each within `timeout`.
+    /// Runs one command on every node at once, each within `timeout`, waiting for every reply.
     ///
     /// # Cancel safety
     ///
     /// As [`NodeSet::run_script`].
     pub async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, timeout: Duration) -> FanOut<T> {
-        self.fan_out(|node| node.query(cmd, timeout)).await
+        let request = Request::Command(Arc::new(cmd.clone()));
+        self.fan_out(&request, timeout, |_| true, |_| false).await
     }
 
-    async fn fan_out<'a, T, F>(&'a self, request: impl Fn(&'a Node) -> F) -> FanOut<T>
-    where
-        F: std::future::Future<Output = Result<T, NodeError>> + 'a,
-    {
+    async fn fan_out<T: FromRedisValue>(
+        &self,
+        request: &Request,
+        timeout: Duration,
+        ask: impl Fn(usize) -> bool,
+        decided: impl Fn(&FanOut<T>) -> bool,
+    ) -> FanOut<T> {
         let started = Instant::now();
-        let requests = self.nodes.iter().map(|node| {
-            let span = tracing::debug_span!("redlock.node", node = node.index(), address = %node.address());
-            request(node)
-                .inspect_err(|err| {
-                    if !err.is_not_asked() {
-                        tracing::debug!(error = %err.kind, "node request failed");
-                    }
-                })
-                .instrument(span)
-        });
-        let replies = join_all(requests).await;
-        FanOut {
+        let quorum = self.quorum();
+        // With a majority answering, a node that stopped answering is not waited on.
+        let responsive = self.nodes.iter().filter(|n| !n.is_unresponsive()).count();
+        let skip_unresponsive = responsive >= quorum;
+        let mut replies = Vec::with_capacity(self.nodes.len());
+        let mut awaited = FuturesUnordered::new();
+        let mut unawaited = Vec::new();
+        for node in &self.nodes {
+            let index = node.index();
+            if !ask(index) {
+                replies.push(Err(node.error(NodeErrorKind::NotAsked)));
+            } else if skip_unresponsive && node.is_unresponsive() {
+                node.probe(timeout);
+                if request.is_releasing() {
+                    unawaited.push(node.submit(request, timeout));
+                }
+                replies.push(Err(node.error(NodeErrorKind::Unresponsive)));
+            } else {
+                replies.push(Err(node.error(NodeErrorKind::NotAwaited)));
+                let reply = node.submit(request, timeout);
+                awaited.push(async move { (index, reply.await) });
+            }
+        }
+        let mut fan = FanOut {
             replies,
             started,
-            elapsed: started.elapsed(),
-            quorum: self.quorum(),
+            elapsed: Duration::ZERO,
+            quorum,
+            in_flight: awaited.len(),
+        };
+        while fan.in_flight > 0 && !decided(&fan) {
+            let Some((index, reply)) = awaited.next().await else {
+                break;
+            };
+            fan.in_flight -= 1;
+            let node = &self.nodes[index];
+            fan.replies[index] = reply
+                .and_then(|value| redis::from_redis_value(value).map_err(|err| NodeErrorKind::Command(err.into())))
+                .map_err(|kind| {
+                    if tracing::enabled!(tracing::Level::DEBUG) {
+                        tracing::debug!(node = index, address = %node.address(), error = %kind, "node request failed");
+                    }
+                    node.error(kind)
+                });
         }
+        fan.elapsed = started.elapsed();
+        fan.in_flight = 0;
+        if !awaited.is_empty() || !unawaited.is_empty() {
+            // The rest finish in the background: their answers (or timeouts) still tell each
+            // node's health, and nothing they send is cut short.
+            let rest = async move {
+                let unawaited = futures_util::future::join_all(unawaited);
+                let awaited = awaited.collect::<Vec<_>>();
+                futures_util::future::join(unawaited, awaited).await;
+            };
+            crate::spawn_cleanup(rest);
+        }
+        fan
     }
 }
 
@@ -140,6 +200,7 @@ pub struct FanOut<T> {
     started: Instant,
     elapsed: Duration,
     quorum: usize,
+    in_flight: usize,
 }
 
 impl<T> FanOut<T> {
@@ -158,9 +219,26 @@ impl<T> FanOut<T> {
         self.started
     }
 
-    /// From sending to the last reply or timeout.
+    /// From sending to the reply that decided the outcome (or the last reply or timeout).
     pub fn elapsed(&self) -> Duration {
         self.elapsed
+    }
+
+    /// How many replies are still awaited: only non-zero while the fan-out runs, for the
+    /// `decided` test of [`NodeSet::run_script_until`].
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// How many nodes the request was not sent to, on purpose (see [`NodeSet::run_script_on`]).
+    pub fn not_asked(&self) -> usize {
+        self.errors().filter(|err| err.is_not_asked()).count()
+    }
+
+    /// How many nodes gave no usable reply: errors, timeouts, nodes not awaited, and while the
+    /// fan-out runs, the replies still in flight.
+    pub fn unanswered(&self) -> usize {
+        self.replies.len() - self.answered()
     }
 
     /// How many nodes must agree.
@@ -197,12 +275,17 @@ impl<T> FanOut<T> {
     }
 
     /// Takes the first node failure out (a node not asked is no failure), for use as an
-    /// error's source.
+    /// error's source: a real failure (a timeout, a refused connection, an error reply) rather
+    /// than a node that was not waited on, when there is one.
     pub fn take_first_error(&mut self) -> Option<NodeError> {
-        let position = self
-            .replies
-            .iter()
-            .position(|reply| reply.as_ref().is_err_and(|err| !err.is_not_asked()))?;
+        let failed = |real: bool| {
+            self.replies.iter().position(|reply| {
+                reply
+                    .as_ref()
+                    .is_err_and(|err| !err.is_not_asked() && (!real || !err.is_not_awaited()))
+            })
+        };
+        let position = failed(true).or_else(|| failed(false))?;
         let placeholder = Err(NodeError {
             index: usize::MAX,
             address: crate::NodeAddress::redact(""),

@@ -254,7 +254,15 @@ impl Redlock {
             .key(&key)
             .arg(owner.as_str())
             .arg(lease_millis(lease));
-        let fan: FanOut<AcquireReply> = self.nodes().run_script(&call, timeout).await;
+        // Decided once a majority granted, or a majority answered and too few can still grant.
+        let fan: FanOut<AcquireReply> = self
+            .nodes()
+            .run_script_until(&call, timeout, |fan| {
+                let granted = fan.count(|reply| *reply == AcquireReply::Taken);
+                granted >= fan.quorum()
+                    || (fan.answered() >= fan.quorum() && granted + fan.in_flight() < fan.quorum())
+            })
+            .await;
         let granted = fan.count(|reply| *reply == AcquireReply::Taken);
         let span = Span::current();
         span.record("granted", granted);
@@ -276,7 +284,9 @@ impl Redlock {
             }
         }
         // Release on every node, those that said no or did not answer included: a grant may
-        // have landed with its reply lost. If this await is dropped, `undo` releases instead.
+        // have landed with its reply lost, or land later (its reply was not awaited): the
+        // release is queued behind it on every node. If this await is dropped, `undo` releases
+        // instead.
         self.clone()
             .release_quietly(key.clone(), owner, timeout)
             .await;
@@ -351,10 +361,10 @@ impl Redlock {
         let timeout = self.config().node_timeout_for(lease.lease());
         let mut fan = self.release_key(lease.key(), lease.owner(), timeout).await;
         let released = fan.count(|reply| *reply == Applied::Yes);
+        let unanswered = fan.unanswered();
         let span = Span::current();
         span.record("released", released);
         span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
-        let unanswered = fan.replies().len() - fan.answered();
         if released >= fan.quorum() {
             Ok(())
         } else if fan.answered() < fan.quorum() || released + unanswered >= fan.quorum() {
@@ -392,7 +402,10 @@ impl Redlock {
             .key(lease.key())
             .arg(lease.owner().as_str())
             .arg(lease_millis(new_lease));
-        let mut fan: FanOut<Applied> = self.nodes().run_script(&call, timeout).await;
+        let mut fan: FanOut<Applied> = self
+            .nodes()
+            .run_script_until(&call, timeout, decided_yes_or_no)
+            .await;
         let extended = fan.count(|reply| *reply == Applied::Yes);
         let span = Span::current();
         span.record("extended", extended);
@@ -414,7 +427,7 @@ impl Redlock {
                 }),
             };
         }
-        let unanswered = fan.replies().len() - fan.answered();
+        let unanswered = fan.unanswered();
         if fan.answered() < fan.quorum() || extended + unanswered >= fan.quorum() {
             // The nodes that did not answer could still make it a majority: undecided.
             return Err(self.no_quorum(lease.name(), &mut fan));
@@ -430,8 +443,10 @@ impl Redlock {
         owner: &OwnerToken,
         timeout: Duration,
     ) -> FanOut<Applied> {
-        let call = RELEASE.call().key(key).arg(owner.as_str());
-        self.nodes().run_script(&call, timeout).await
+        let call = RELEASE.call().key(key).arg(owner.as_str()).releasing();
+        self.nodes()
+            .run_script_until(&call, timeout, decided_yes_or_no)
+            .await
     }
 
     /// The release after a failed or abandoned attempt, sent by source: its replies may never
@@ -442,18 +457,32 @@ impl Redlock {
         owner: &OwnerToken,
         timeout: Duration,
     ) -> FanOut<Applied> {
-        let call = RELEASE.call().key(key).arg(owner.as_str()).by_source();
-        self.nodes().run_script(&call, timeout).await
+        let call = RELEASE
+            .call()
+            .key(key)
+            .arg(owner.as_str())
+            .by_source()
+            .releasing();
+        self.nodes()
+            .run_script_until(&call, timeout, |fan| fan.answered() >= fan.quorum())
+            .await
     }
 
     /// The clean-up after a failed or abandoned attempt; failures only reach the log (the lease
     /// bounds what a node that missed it keeps).
     async fn release_quietly(self, key: String, owner: OwnerToken, timeout: Duration) {
         let fan = self.clean_up_key(&key, &owner, timeout).await;
-        for err in fan.errors() {
+        for err in fan.errors().filter(|err| !err.is_not_awaited()) {
             tracing::debug!(node = %err.address, error = %err.kind, "clean-up release failed; the key expires with its lease");
         }
     }
+}
+
+/// Whether a majority said yes, or a majority answered and too few can still say yes: a release
+/// or an extension is decided.
+fn decided_yes_or_no(fan: &FanOut<Applied>) -> bool {
+    let yes = fan.count(|reply| *reply == Applied::Yes);
+    yes >= fan.quorum() || (fan.answered() >= fan.quorum() && yes + fan.unanswered() < fan.quorum())
 }
 
 /// Logs a node that does not answer; returns whether it answered.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redlock_core::quorum::{lease_millis, validity};
-use redlock_core::{Error, FanOut, LostReason};
+use redlock_core::{Error, FanOut, LostReason, NodeErrorKind};
 
 use crate::fencing::choose_token;
 use crate::hold::{AcquirePlan, Grant, LeaseMode};
@@ -71,14 +71,31 @@ pub(crate) async fn attempt(
         .key(&inner.fence_key)
         .arg(target.owner())
         .arg(lease_millis(lease))
-        .arg(expected);
-    let fan: FanOut<AcquireReply> = inner.redlock.nodes().run_script(&call, timeout).await;
+        .arg(expected)
+        .arg(inner.token_hint());
+    // Decided once a majority granted, or a majority answered and too few can still grant; the
+    // replies still out may grant late, which the undo (queued behind them) takes back.
+    let fan: FanOut<AcquireReply> = inner
+        .redlock
+        .nodes()
+        .run_script_until(&call, timeout, |fan| {
+            let granted = fan.count(AcquireReply::granted);
+            granted >= fan.quorum()
+                || (fan.answered() >= fan.quorum() && granted + fan.in_flight() < fan.quorum())
+        })
+        .await;
     let granted = fan.count(AcquireReply::granted);
-    // Where the attempt may have applied: granted, or no answer to tell.
+    // Where the attempt may have applied: granted, or no answer to tell (a node skipped as
+    // unresponsive was not sent it).
     let landed: Vec<bool> = fan
         .replies()
         .iter()
-        .map(|reply| reply.as_ref().map_or(true, AcquireReply::granted))
+        .map(|reply| match reply {
+            Ok(reply) => reply.granted(),
+            #[cfg(feature = "sabotage")]
+            Err(_) if crate::sabotage::undo_only_seen_grants() => false,
+            Err(err) => !matches!(err.kind, NodeErrorKind::Unresponsive),
+        })
         .collect();
     let started = fan.started();
     let in_time = |elapsed: Duration| validity(lease, elapsed, drift).is_some();
@@ -237,7 +254,9 @@ async fn write_back_token(
     granted_new: impl Fn(usize) -> bool,
 ) -> Result<u64, Option<FanOut<Applied>>> {
     let choice = choose_token(candidates, inner.redlock.quorum()).ok_or(None)?;
+    inner.counters.new_hold(choice.needs_write_back);
     if !choice.needs_write_back {
+        inner.handed_out(choice.token);
         return Ok(choice.token);
     }
     let call = FENCE
@@ -251,9 +270,13 @@ async fn write_back_token(
     let written: FanOut<Applied> = inner
         .redlock
         .nodes()
-        .run_script_on(&call, timeout, granted_new)
+        .run_script_on(&call, timeout, granted_new, |fan| {
+            let written = fan.count(|reply| *reply == Applied::Yes);
+            written >= fan.quorum() || written + fan.in_flight() < fan.quorum()
+        })
         .await;
     if written.has_quorum(|reply| *reply == Applied::Yes) {
+        inner.handed_out(choice.token);
         Ok(choice.token)
     } else {
         Err(Some(written))
@@ -333,7 +356,11 @@ async fn undo(
         .arg(expected_after)
         .arg(if announce { target.channel() } else { "" })
         .arg(inner.request_id())
-        .by_source();
+        .by_source()
+        .releasing();
+    // Queued behind the attempt on every node where it may land, so it takes back a grant
+    // that comes late too; once a majority of the nodes answered or were not asked, there is
+    // nothing to wait for.
     let fan: FanOut<Applied> = inner
         .redlock
         .nodes()
@@ -341,9 +368,13 @@ async fn undo(
             &call,
             inner.redlock.config().node_timeout_for(lease),
             landed,
+            |fan| fan.answered() + fan.not_asked() >= fan.quorum(),
         )
         .await;
-    for err in fan.errors().filter(|err| !err.is_not_asked()) {
+    for err in fan
+        .errors()
+        .filter(|err| !err.is_not_asked() && !err.is_not_awaited())
+    {
         tracing::debug!(node = %err.address, error = %err.kind, "undo failed on a node; the lease bounds it");
     }
 }

@@ -110,6 +110,12 @@ impl LockClient {
         &self.inner.watchdog
     }
 
+    /// How many new holds this client granted a fencing token, and how many of those needed
+    /// the token written back first (see [`FencingStats`](crate::FencingStats)).
+    pub fn fencing_stats(&self) -> crate::FencingStats {
+        self.inner.counters.snapshot()
+    }
+
     /// Connects to every node not connected yet and asks each for a `PING`: a readiness check
     /// for a service's health endpoint. [`Readiness::is_ready`] says whether a majority
     /// answers; [`Readiness::failures`] says which nodes do not and why (unreachable, a wrong

@@ -9,6 +9,7 @@ use std::time::Duration;
 use redlock_core::{Error, InvalidArgument, Redlock};
 use redlock_watchdog::{Registration, RenewScript, Watchdog};
 
+use crate::fencing_stats::FencingCounters;
 use crate::holds::{Holds, Target};
 use crate::wakeup::Wakeups;
 
@@ -22,6 +23,10 @@ pub(crate) struct Inner {
     pub(crate) fence_key: String,
     closed: AtomicBool,
     requests: AtomicU64,
+    /// The largest fencing token this client handed out: new holds ask every node for a
+    /// candidate above it, so the nodes' counters converge.
+    largest_token: AtomicU64,
+    pub(crate) counters: FencingCounters,
 }
 
 impl Inner {
@@ -36,6 +41,8 @@ impl Inner {
             fence_key,
             closed: AtomicBool::new(false),
             requests: AtomicU64::new(0),
+            largest_token: AtomicU64::new(0),
+            counters: FencingCounters::default(),
         }
     }
 
@@ -76,6 +83,22 @@ impl Inner {
             .into());
         }
         Ok(())
+    }
+
+    /// The smallest fencing candidate to ask the nodes for: one above the largest token this
+    /// client handed out (0 before the first). Nodes that granted the same holds then stand at
+    /// the same counter, and a new hold's candidates agree, so its token needs no write-back.
+    /// Only a hint: every node still gives at least its counter plus one.
+    pub(crate) fn token_hint(&self) -> u64 {
+        match self.largest_token.load(Ordering::Relaxed) {
+            0 => 0,
+            largest => largest.saturating_add(1),
+        }
+    }
+
+    /// Remembers a token handed out (see [`Inner::token_hint`]).
+    pub(crate) fn handed_out(&self, token: u64) {
+        self.largest_token.fetch_max(token, Ordering::Relaxed);
     }
 
     /// A request id unique across every client: this client's UUID and a counter. For unlock

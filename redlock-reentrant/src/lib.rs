@@ -54,6 +54,7 @@ mod acquire;
 mod client;
 mod consensus;
 mod fencing;
+mod fencing_stats;
 mod guard;
 mod hold;
 mod holds;
@@ -70,6 +71,7 @@ mod wait;
 mod wakeup;
 
 pub use client::{LockClient, LockClientBuilder};
+pub use fencing_stats::FencingStats;
 pub use guard::LockGuard;
 pub use inner::FENCE_COUNTER;
 pub use owner::LockOwner;

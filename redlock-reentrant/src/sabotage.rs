@@ -20,6 +20,14 @@ pub use redlock_watchdog::sabotage::KEEP_RENEWING_RELEASED;
 /// A release deletes the lock without checking who holds it.
 pub static RELEASE_WITHOUT_COMPARE: AtomicBool = AtomicBool::new(false);
 
+/// A failed attempt is undone only on the nodes seen to grant it, not on those whose replies
+/// were still out when the attempt was decided: a grant that lands late stays.
+pub static UNDO_ONLY_SEEN_GRANTS: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn undo_only_seen_grants() -> bool {
+    UNDO_ONLY_SEEN_GRANTS.load(Ordering::Relaxed)
+}
+
 pub(crate) fn skip_validity() -> bool {
     SKIP_VALIDITY.load(Ordering::Relaxed)
 }

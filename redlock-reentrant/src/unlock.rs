@@ -257,11 +257,17 @@ impl InFlight {
             .arg(target.channel())
             .arg(&self.plan.request)
             .arg(lease_millis(inner.latch_ttl()))
-            .arg(self.plan.count);
+            .arg(self.plan.count)
+            .releasing();
         let mut fan: FanOut<UnlockReply> = config
             .retry
             .retry(
-                || inner.redlock.nodes().run_script(&call, timeout),
+                || {
+                    inner
+                        .redlock
+                        .nodes()
+                        .run_script_until(&call, timeout, |fan| verdict(fan) != Verdict::Undecided)
+                },
                 |fan| verdict(fan) == Verdict::Undecided,
             )
             .await;
@@ -308,7 +314,7 @@ enum Verdict {
 fn verdict(fan: &FanOut<UnlockReply>) -> Verdict {
     let released = fan.count(|reply| matches!(reply, UnlockReply::Left(_)));
     let refused = fan.count(|reply| *reply == UnlockReply::NotHeld);
-    let unanswered = fan.replies().len() - fan.answered();
+    let unanswered = fan.unanswered();
     if released >= fan.quorum() {
         Verdict::Released
     } else if released + unanswered < fan.quorum() || refused >= fan.quorum() {
@@ -403,11 +409,17 @@ async fn abandon(inner: &Inner, target: &Target) {
         .key(target.key())
         .arg(target.owner())
         .arg(target.channel())
-        .by_source();
+        .by_source()
+        .releasing();
     let fan: FanOut<u64> = config
         .retry
         .retry(
-            || inner.redlock.nodes().run_script(&call, timeout),
+            || {
+                inner
+                    .redlock
+                    .nodes()
+                    .run_script_until(&call, timeout, |fan| fan.answered() >= fan.quorum())
+            },
             |fan| fan.answered() < fan.quorum(),
         )
         .await;
@@ -432,9 +444,18 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
         .key(target.key())
         .arg(target.channel())
         .arg(inner.request_id())
-        .by_source();
+        .by_source()
+        .releasing();
     let timeout = inner.node_timeout();
-    let mut fan: FanOut<Applied> = inner.redlock.nodes().run_script(&call, timeout).await;
+    let mut fan: FanOut<Applied> = inner
+        .redlock
+        .nodes()
+        .run_script_until(&call, timeout, |fan| {
+            let deleted = fan.count(|deleted| *deleted == Applied::Yes);
+            fan.answered() >= fan.quorum()
+                && (deleted >= fan.quorum() || deleted + fan.in_flight() < fan.quorum())
+        })
+        .await;
     if fan.answered() < fan.quorum() {
         return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
     }
@@ -463,18 +484,19 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
         .zip(channels.chunks(batch_size))
         .map(|(batch, channels)| {
             batch.iter().zip(channels).fold(
-                ABANDON.call().arg(&message).by_source(),
+                ABANDON.call().arg(&message).by_source().releasing(),
                 |call, ((key, _), channel)| {
                     call.key(&*key.key).arg(key.owner.as_str()).arg(channel)
                 },
             )
         })
         .collect();
-    let fans: Vec<FanOut<u64>> = join_all(
-        calls
-            .iter()
-            .map(|call| inner.redlock.nodes().run_script(call, timeout)),
-    )
+    let fans: Vec<FanOut<u64>> = join_all(calls.iter().map(|call| {
+        inner
+            .redlock
+            .nodes()
+            .run_script_until(call, timeout, |fan| fan.answered() >= fan.quorum())
+    }))
     .await;
     if fans.iter().any(|fan| fan.answered() < fan.quorum()) {
         tracing::warn!(

@@ -123,12 +123,25 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
             )
         })
         .collect();
-    let fans: Vec<FanOut<RenewReply>> = join_all(
-        calls
-            .iter()
-            .map(|call| shared.redlock.nodes().run_script(call, timeout)),
-    )
-    .await;
+    // A batch is decided once a majority answered and every hold in it was confirmed, or
+    // denied, by a majority; otherwise every node is awaited.
+    let fans: Vec<FanOut<RenewReply>> =
+        join_all(calls.iter().zip(&batches).map(|(call, (_, batch))| {
+            shared
+                .redlock
+                .nodes()
+                .run_script_until(call, timeout, |fan: &FanOut<RenewReply>| {
+                    fan.answered() >= fan.quorum()
+                        && (0..batch.len()).all(|position| {
+                            [Renewed::Yes, Renewed::NotHeld].iter().any(|answer| {
+                                fan.count(|RenewReply(answers)| {
+                                    answers.get(position) == Some(answer)
+                                }) >= fan.quorum()
+                            })
+                        })
+                })
+        }))
+        .await;
 
     let drift = shared.redlock.config().drift_for(lease);
     let mut healthy = true;

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use redlock_reentrant::{LockClient, LockClientBuilder, Watchdog};
-use redlock_testkit::{eventually_async, RedisCluster};
+use redlock_testkit::{eventually_async, Fault, FaultProxy, RedisCluster};
 
 /// The watchdog lease most scenarios give their clients: 3 s, renewed every 1 s, the default's
 /// ratio (30 s, every 10 s) at a tenth of the wait.
@@ -65,4 +65,59 @@ pub async fn rounds_pass(watchdog: &Watchdog, rounds: u64) {
     let limit = watchdog.timeout() * u32::try_from(rounds + 2).unwrap_or(u32::MAX);
     let passed = eventually_async(limit, || watchdog.stats().rounds >= target).await;
     assert!(passed, "the watchdog stopped running rounds");
+}
+
+/// Slow links to the first masters of a cluster: each behind a proxy that passes traffic until
+/// [`SlowLinks::slow_down`], then delays every chunk both ways. An operation decided by a
+/// majority returns as soon as that majority answers, so a test that needs an operation to
+/// last (to drop it while its grants are on the nodes and their replies on the way, or to
+/// overlap it with another) slows the links rather than pausing a node.
+pub struct SlowLinks {
+    proxies: Vec<FaultProxy>,
+    urls: Vec<String>,
+}
+
+impl SlowLinks {
+    /// Proxies the first `slow` masters of `cluster`; the others are reached directly.
+    ///
+    /// # Panics
+    ///
+    /// If a proxy cannot start.
+    pub async fn start(cluster: &RedisCluster, slow: usize) -> Self {
+        let mut proxies = Vec::new();
+        for port in &cluster.ports()[..slow] {
+            let upstream = format!("127.0.0.1:{port}").parse().expect("address");
+            proxies.push(FaultProxy::start(upstream).await.expect("proxy"));
+        }
+        let mut urls: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+        urls.extend(cluster.urls().into_iter().skip(slow));
+        Self { proxies, urls }
+    }
+
+    /// The masters' URLs, the slow ones through their proxies.
+    pub fn urls(&self) -> Vec<String> {
+        self.urls.clone()
+    }
+
+    /// From now on, every chunk on every slow link arrives `delay` late, both ways.
+    pub fn slow_down(&self, delay: Duration) {
+        for proxy in &self.proxies {
+            proxy.set(Fault::Delay(delay));
+        }
+    }
+
+    /// A client of these masters (see [`client_with_timeouts`]).
+    ///
+    /// # Panics
+    ///
+    /// If the client cannot be built.
+    pub async fn client(&self, watchdog_timeout: Duration, node_timeout: Duration) -> LockClient {
+        LockClient::builder()
+            .watchdog_timeout(watchdog_timeout)
+            .node_timeout(node_timeout)
+            .nodes(self.urls())
+            .build()
+            .await
+            .expect("client")
+    }
 }

@@ -1,40 +1,47 @@
 //! Dropping an acquisition at any await point leaves no key behind once its spawned release ran.
 //!
-//! One of five masters is paused, so every fan-out lasts one per-node timeout: the live nodes
-//! grant within a millisecond and the future is dropped at a random offset while it still waits
-//! for the paused node, or while it backs off between retries. The runtime is single-threaded, so
-//! the spawned release cannot run before the test has looked at the keys right after the drop:
-//! the test proves it hit the window where grants were already on the nodes.
+//! Four of five masters answer through a slow link (every chunk delayed both ways) and the
+//! fifth is paused, so a fan-out is decided by the slow four a few milliseconds after the grants
+//! landed: the future is dropped at a random offset, before the requests leave, while the
+//! grants are on the nodes and their replies on the way, or while it backs off between
+//! retries. The runtime is single-threaded, so the spawned release cannot run before the test
+//! has looked at the keys right after the drop: the test proves it hit the window where grants
+//! were already on the nodes.
 
 use std::time::Duration;
 
 use redlock_core::{Redlock, RedlockConfig, RetryPolicy};
 use redlock_testkit::{eventually_async, seeded_rng, RedisCluster};
+use redlock_tests::SlowLinks;
 
 const LEASE: Duration = Duration::from_secs(60);
 const NODE_TIMEOUT: Duration = Duration::from_millis(60);
+/// Each way, on the links to the four answering masters.
+const LINK_DELAY: Duration = Duration::from_millis(8);
 
 #[tokio::test(flavor = "current_thread")]
 async fn an_acquisition_dropped_at_random_points_leaves_no_key() {
     let mut rng = seeded_rng();
     let cluster = RedisCluster::start(5);
+    let links = SlowLinks::start(&cluster, 4).await;
     let client = Redlock::new(RedlockConfig {
         node_timeout: Some(NODE_TIMEOUT),
         retry: RetryPolicy::none(),
-        ..RedlockConfig::with_nodes(cluster.urls())
+        ..RedlockConfig::with_nodes(links.urls())
     })
     .expect("valid config");
     // Connect to every node and cache the acquire script, but not the release script: the
     // paused node must run clean-ups it has no script for (they are sent by source).
     cluster.flush_scripts();
     let _warmup = client.acquire("warmup", LEASE).await.expect("all up");
+    links.slow_down(LINK_DELAY);
     cluster.stop(4);
 
     let (mut dropped, mut dropped_holding, mut completed) = (0, 0, 0);
     for round in 0..60 {
         let name = format!("cancel:{round}");
-        // From before the first send to past the whole attempt (fan-out plus clean-up).
-        let offset = Duration::from_micros(rng.u64(0..=NODE_TIMEOUT.as_micros() as u64 * 2));
+        // From before the first send to past the whole attempt (both ways on the slow links).
+        let offset = Duration::from_micros(rng.u64(0..=LINK_DELAY.as_micros() as u64 * 5));
         match tokio::time::timeout(offset, client.acquire(&name, LEASE)).await {
             Ok(Ok(lease)) => {
                 completed += 1;

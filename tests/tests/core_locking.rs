@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use redlock_core::{Error, Redlock, RedlockConfig, RetryPolicy};
-use redlock_testkit::{eventually, pttls, RedisCluster};
+use redlock_testkit::{eventually, eventually_async, pttls, RedisCluster};
 
 fn redlock(cluster: &RedisCluster) -> Redlock {
     Redlock::new(RedlockConfig {
@@ -23,11 +23,17 @@ async fn lifecycle_on(nodes: usize) {
         .acquire("job", lease)
         .await
         .expect("free lock is granted");
-    assert_eq!(held.granted_by(), nodes);
+    assert!(
+        held.granted_by() > nodes / 2,
+        "granted by {}",
+        held.granted_by()
+    );
     assert!(held.validity() < lease && !held.validity().is_zero());
-    assert_eq!(
-        cluster.count_keys("redlock:job"),
-        nodes,
+    // The grants still out when a majority decided land right after.
+    assert!(
+        eventually_async(Duration::from_secs(5), || cluster.count_keys("redlock:job")
+            == nodes)
+        .await,
         "the key is on every node"
     );
 
@@ -48,12 +54,19 @@ async fn lifecycle_on(nodes: usize) {
         .await
         .expect("holder extends");
     assert!(extended.valid_until() > held.valid_until());
-    for pttl in pttls(&cluster, "redlock:job") {
-        assert!(pttl > 2_000, "extension reached every node, pttl {pttl}");
-    }
+    // Decided by a majority; the other nodes' extensions land right after.
+    assert!(
+        eventually_async(Duration::from_secs(5), || pttls(&cluster, "redlock:job")
+            .iter()
+            .all(|pttl| *pttl > 2_000))
+        .await,
+        "extension reached every node: {:?}",
+        pttls(&cluster, "redlock:job")
+    );
 
     alice.release(&extended).await.expect("holder releases");
-    assert_eq!(cluster.count_keys("redlock:job"), 0);
+    let gone = || cluster.count_keys("redlock:job") == 0;
+    assert!(eventually_async(Duration::from_secs(5), gone).await);
     assert!(matches!(
         alice.release(&extended).await,
         Err(Error::NotOwner { .. })
@@ -65,14 +78,18 @@ async fn lifecycle_on(nodes: usize) {
         ),
         "extend never recreates a released lock"
     );
-    assert_eq!(cluster.count_keys("redlock:job"), 0);
+    assert!(eventually_async(Duration::from_secs(5), gone).await);
 
     let bobs = bob.acquire_once("job", lease).await.expect("free again");
     assert!(
         matches!(alice.release(&held).await, Err(Error::NotOwner { .. })),
         "a stale lease cannot release the new holder's lock"
     );
-    assert_eq!(cluster.count_keys("redlock:job"), nodes);
+    assert!(
+        eventually_async(Duration::from_secs(5), || cluster.count_keys("redlock:job")
+            == nodes)
+        .await
+    );
     bob.release(&bobs).await.expect("bob releases");
 }
 

@@ -73,13 +73,19 @@ async fn frozen_holders_learn_they_lost_and_write_nothing_stale() {
     let pause_bound = config.pause_bound;
     let mut run = FaultRun::start(config).await;
     run.spawn_workers(3, |_| {}).await;
-    for _ in 0..3 {
+    let mut freezes = 0;
+    while freezes < 3 {
         let holder = run
             .wait_for_holder("fenced", lease * 3)
             .await
             .expect("someone holds the lock");
         let jitter = Duration::from_millis(run.rng().u64(0..200));
         tokio::time::sleep(jitter).await;
+        // Freeze at a random point of its hold, if it still holds by then.
+        if run.current_holder("fenced") != Some(holder) {
+            continue;
+        }
+        freezes += 1;
         run.stop_worker(holder);
         let frozen = lease.mul_f64(1.5 + 3.5 * run.rng().f64());
         tokio::time::sleep(frozen).await;

@@ -1,16 +1,19 @@
 //! A dropped `lock()` leaves no hold, no waiter and no renewal behind; a dropped nested
 //! acquisition leaves the hold count as it was.
 //!
-//! One of five masters is paused so every attempt lasts one per-node timeout; the runtime is
-//! single-threaded so the test can look at the nodes right after a drop, before the spawned
-//! undo has run, and prove it hit the window where grants were already on the nodes.
+//! Four of five masters answer through slow links and the fifth is paused, so every attempt
+//! lasts a few link delays (it is decided by the slow four); the runtime is single-threaded so
+//! the test can look at the nodes right after a drop, before the spawned undo has run, and
+//! prove it hit the window where grants were already on the nodes.
 
 use std::time::Duration;
 
 use redlock_testkit::{eventually_async, seeded_rng, RedisCluster};
-use redlock_tests::client_with_timeouts;
+use redlock_tests::SlowLinks;
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(60);
+/// Each way, on the links to the four answering masters.
+const LINK_DELAY: Duration = Duration::from_millis(8);
 /// A long lease, so expiry can never be what empties the nodes during the test.
 const WATCHDOG: Duration = Duration::from_secs(60);
 
@@ -33,17 +36,19 @@ fn locks(cluster: &RedisCluster, pattern: &str) -> usize {
 async fn a_lock_dropped_at_random_points_leaves_no_hold_and_no_renewal() {
     let mut rng = seeded_rng();
     let cluster = RedisCluster::start(5);
-    let client = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
+    let links = SlowLinks::start(&cluster, 4).await;
+    let client = links.client(WATCHDOG, NODE_TIMEOUT).await;
     let warmup = client.get_lock("warmup");
     warmup.lock().await.expect("all up");
     warmup.unlock().await.expect("unlock");
+    links.slow_down(LINK_DELAY);
     cluster.stop(4);
 
     let (mut dropped, mut dropped_holding) = (0, 0);
     for round in 0..40 {
         let lock = client.get_lock(format!("cancel:{round}"));
         // Past the acquisition fan-out, into the fencing write-back and beyond.
-        let offset = Duration::from_micros(rng.u64(0..=NODE_TIMEOUT.as_micros() as u64 * 3));
+        let offset = Duration::from_micros(rng.u64(0..=LINK_DELAY.as_micros() as u64 * 6));
         match tokio::time::timeout(offset, lock.lock()).await {
             Ok(outcome) => {
                 outcome.expect("lock");
@@ -86,15 +91,17 @@ async fn a_lock_dropped_at_random_points_leaves_no_hold_and_no_renewal() {
 async fn a_nested_lock_dropped_at_random_points_leaves_the_count_as_it_was() {
     let mut rng = seeded_rng();
     let cluster = RedisCluster::start(5);
-    let client = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
+    let links = SlowLinks::start(&cluster, 4).await;
+    let client = links.client(WATCHDOG, NODE_TIMEOUT).await;
     let lock = client.get_lock("nested-cancel");
     lock.lock().await.expect("first hold");
     let token = lock.fencing_token();
+    links.slow_down(LINK_DELAY);
     cluster.stop(4);
 
     let mut dropped = 0;
     for _ in 0..30 {
-        let offset = Duration::from_micros(rng.u64(0..=NODE_TIMEOUT.as_micros() as u64 * 2));
+        let offset = Duration::from_micros(rng.u64(0..=LINK_DELAY.as_micros() as u64 * 4));
         match tokio::time::timeout(offset, lock.lock()).await {
             Ok(outcome) => {
                 outcome.expect("nested lock");
@@ -118,7 +125,14 @@ async fn a_nested_lock_dropped_at_random_points_leaves_the_count_as_it_was() {
     );
     lock.unlock().await.expect("unlock");
     lock.unlock().await.expect("unlock");
-    assert_eq!(locks(&cluster, "redlock:nested-cancel"), 0);
+    assert!(
+        eventually_async(Duration::from_secs(5), || locks(
+            &cluster,
+            "redlock:nested-cancel"
+        ) == 0)
+        .await,
+        "released on the running nodes"
+    );
     cluster.resume(4);
     assert!(
         eventually_async(Duration::from_secs(5), || locks(

@@ -10,7 +10,7 @@ use redlock_reentrant::{
     Error, InvalidArgument, LockClient, Redlock, RedlockConfig, RetryPolicy, FENCE_COUNTER,
 };
 use redlock_testkit::{eventually_async, RedisCluster};
-use redlock_tests::{client, WATCHDOG};
+use redlock_tests::{client, SlowLinks, WATCHDOG};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_wait_and_an_endless_hold_cap_are_accepted() {
@@ -214,15 +214,13 @@ async fn a_release_or_extension_the_silent_nodes_could_still_decide_is_no_quorum
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attempt_in_flight_at_shutdown_never_returns_a_hold() {
     const KEY: &str = "redlock:at-shutdown";
+    const SLOW: Duration = Duration::from_millis(300);
     let cluster = RedisCluster::start(5);
-    let client = LockClient::builder()
-        .nodes(cluster.urls())
-        .node_timeout(Duration::from_millis(500))
-        .build()
-        .await
-        .expect("client");
-    // A stopped node holds every attempt for a per-node timeout: shutdown comes meanwhile.
-    cluster.stop(4);
+    let links = SlowLinks::start(&cluster, 5).await;
+    let client = links.client(Duration::from_secs(30), SLOW * 5).await;
+    // Slow links hold every attempt for two link delays after its grants landed: shutdown
+    // comes meanwhile.
+    links.slow_down(SLOW);
     let attempt = tokio::spawn({
         let lock = client.get_lock("at-shutdown");
         async move { lock.lock().await }
@@ -234,7 +232,9 @@ async fn an_attempt_in_flight_at_shutdown_never_returns_a_hold() {
     client.shutdown().await;
     let outcome = attempt.await.expect("task");
     assert!(matches!(outcome, Err(Error::ShutDown)), "{outcome:?}");
-    assert_eq!(cluster.count_keys(KEY), 0, "nothing left behind");
+    assert!(
+        eventually_async(Duration::from_secs(5), || cluster.count_keys(KEY) == 0).await,
+        "nothing left behind once the undo crossed the slow links"
+    );
     assert_eq!(client.watchdog().registered(), 0);
-    cluster.resume(4);
 }

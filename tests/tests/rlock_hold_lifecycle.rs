@@ -15,9 +15,12 @@ use std::time::Duration;
 
 use redlock_reentrant::{Error, LockClient, LostReason, RetryPolicy};
 use redlock_testkit::{eventually_async, hashes, seeded_rng, RedisCluster};
+use redlock_tests::SlowLinks;
 
 const WATCHDOG: Duration = Duration::from_millis(1500);
 const NODE_TIMEOUT: Duration = Duration::from_millis(100);
+/// Each way, on a slow link.
+const LINK_DELAY: Duration = Duration::from_millis(8);
 
 async fn client(cluster: &RedisCluster) -> LockClient {
     client_with_node_timeout(cluster, NODE_TIMEOUT).await
@@ -108,8 +111,11 @@ async fn a_release_no_majority_answered_leaves_the_hold_counted_and_renewed() {
 async fn an_unlock_dropped_at_any_point_still_releases() {
     let mut rng = seeded_rng();
     let cluster = RedisCluster::start(5);
-    let holder = client(&cluster).await;
-    // A stopped node makes every release last one per-node timeout: a wide window to drop in.
+    // Slow links to four masters and a stopped fifth make every release last a few link
+    // delays (it is decided by the slow four): a wide window to drop in.
+    let links = SlowLinks::start(&cluster, 4).await;
+    let holder = links.client(WATCHDOG, NODE_TIMEOUT).await;
+    links.slow_down(LINK_DELAY);
     cluster.stop(4);
     let mut dropped = 0;
     for round in 0..20 {
@@ -120,7 +126,7 @@ async fn an_unlock_dropped_at_any_point_still_releases() {
         if depth == 2 {
             lock.lock().await.expect("nested");
         }
-        let offset = Duration::from_micros(rng.u64(0..=NODE_TIMEOUT.as_micros() as u64 * 2));
+        let offset = Duration::from_micros(rng.u64(0..=LINK_DELAY.as_micros() as u64 * 3));
         let mut released = 0;
         for _ in 0..depth {
             match tokio::time::timeout(offset, lock.unlock()).await {
@@ -149,23 +155,24 @@ async fn an_unlock_dropped_at_any_point_still_releases() {
         "renewed after its release: {} registrations",
         holder.watchdog().registered()
     );
-    cluster.resume(4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_unlock_dropped_while_waiting_for_its_hold_still_releases() {
     const KEY: &str = "redlock:guard-wait";
+    const SLOW: Duration = Duration::from_millis(400);
     let cluster = RedisCluster::start(5);
-    // A per-node timeout long enough to see the nested attempt hold the hold, below.
-    let holder = client_with_node_timeout(&cluster, Duration::from_millis(400)).await;
+    // Slow links long enough to see the nested attempt hold the hold, below.
+    let links = SlowLinks::start(&cluster, 5).await;
+    let holder = links.client(Duration::from_secs(30), SLOW * 5).await;
     let owner = holder.new_owner();
     let lock = holder.get_lock("guard-wait").with_owner(&owner);
     let guard = lock.acquire().await.expect("guard");
 
-    // A nested lock() of the same owner waits out the per-node timeout (node 4 is stopped)
-    // and has the hold meanwhile; the guard's unlock waits for it and is dropped while
-    // waiting.
-    cluster.stop(4);
+    // A nested lock() of the same owner lasts two link delays (its grants land after one,
+    // their replies after two) and has the hold meanwhile; the guard's unlock waits for it
+    // and is dropped while waiting.
+    links.slow_down(SLOW);
     let nested = tokio::spawn({
         let lock = lock.clone();
         async move { lock.lock().await }
@@ -190,7 +197,6 @@ async fn a_guard_unlock_dropped_while_waiting_for_its_hold_still_releases() {
         "the nested attempt had the hold all along (the guard's unlock was dropped waiting)"
     );
     nested.await.expect("task").expect("nested lock()");
-    cluster.resume(4);
 
     // The dropped unlock released the guard's acquisition: one unlock frees the lock.
     lock.unlock()

@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 
 use redlock_reentrant::{LostReason, RLock};
 use redlock_testkit::{pttls, seeded_rng, RedisCluster};
-use redlock_tests::client_with_timeouts;
+use redlock_tests::{client_with_timeouts, SlowLinks};
 
 /// A short watchdog lease so the nested acquisition's old effect (a TTL cut to it) shows fast.
 const WATCHDOG: Duration = Duration::from_millis(1500);
 const NODE_TIMEOUT: Duration = Duration::from_millis(100);
+/// Each way, on a slow link.
+const LINK_DELAY: Duration = Duration::from_millis(8);
 
 /// The TTL, in milliseconds, that a majority of the running nodes still gives `key`.
 fn majority_pttl(cluster: &RedisCluster, key: &str) -> i64 {
@@ -111,7 +113,8 @@ async fn a_nested_fixed_lease_never_shortens_a_renewed_hold_even_when_undone() {
     const KEY: &str = "redlock:nested-short";
     let mut rng = seeded_rng();
     let cluster = RedisCluster::start(5);
-    let holder = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
+    let links = SlowLinks::start(&cluster, 4).await;
+    let holder = links.client(WATCHDOG, NODE_TIMEOUT).await;
     let lock = holder.get_lock("nested-short");
     lock.lock().await.expect("renewed hold");
     let floor = WATCHDOG.as_millis() as i64 / 2;
@@ -126,12 +129,13 @@ async fn a_nested_fixed_lease_never_shortens_a_renewed_hold_even_when_undone() {
     assert_deadline_within_ttl(&lock, &cluster, KEY);
     lock.unlock().await.expect("nested unlock");
 
-    // Dropped half-way (a stopped node makes every attempt last a per-node timeout): undone,
-    // and still no node's TTL was cut to the short lease.
+    // Dropped half-way (slow links to four nodes and a stopped fifth make every attempt last a
+    // few link delays): undone, and still no node's TTL was cut to the short lease.
+    links.slow_down(LINK_DELAY);
     cluster.stop(4);
     let mut dropped = 0;
     for _ in 0..20 {
-        let offset = Duration::from_micros(rng.u64(0..=NODE_TIMEOUT.as_micros() as u64));
+        let offset = Duration::from_micros(rng.u64(0..=LINK_DELAY.as_micros() as u64 * 4));
         match tokio::time::timeout(offset, lock.try_lock(Duration::ZERO, Some(short))).await {
             Ok(granted) => {
                 assert!(granted.expect("nested"));

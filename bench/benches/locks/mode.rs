@@ -34,7 +34,9 @@ impl Mode {
                 contended_for: Duration::from_secs(2),
                 quorum_pairs: 100,
                 give_up_attempts: 20,
-                stopped_pairs: 5,
+                stopped_pairs: 300,
+                stopped_pairs_rslock: 5,
+                stopped_phase_for: Duration::from_millis(1_500),
                 watchdog_locks: 10_000,
                 watchdog_batch: 500,
                 watchdog_hold: Duration::from_millis(3_500),
@@ -50,7 +52,9 @@ impl Mode {
                 contended_for: Duration::from_millis(300),
                 quorum_pairs: 5,
                 give_up_attempts: 3,
-                stopped_pairs: 1,
+                stopped_pairs: 5,
+                stopped_pairs_rslock: 1,
+                stopped_phase_for: Duration::from_millis(500),
                 watchdog_locks: 300,
                 watchdog_batch: 100,
                 watchdog_hold: Duration::from_millis(1_300),
@@ -111,8 +115,12 @@ pub(crate) struct Sizes {
     pub(crate) quorum_pairs: usize,
     /// Attempts with 3 of 5 nodes dead.
     pub(crate) give_up_attempts: usize,
-    /// Lock/unlock pairs with 2 of 5 nodes stopped.
+    /// Lock/unlock pairs of ours per phase of the stopped-minority workload.
     pub(crate) stopped_pairs: usize,
+    /// The same for rslock, whose pairs last its whole response timeout when a node is stopped.
+    pub(crate) stopped_pairs_rslock: usize,
+    /// The most time one phase's pairs may take: a slow implementation does fewer pairs.
+    pub(crate) stopped_phase_for: Duration,
     pub(crate) watchdog_locks: usize,
     pub(crate) watchdog_batch: usize,
     /// How long the watchdog workload holds its locks once all are taken.

@@ -418,34 +418,49 @@ impl Report<'_> {
             .medians(stopped::WORKLOAD)
             .iter()
             .map(|(label, m)| {
+                let contended = self.results.summary(stopped::CONTENDED, label);
+                let figure = |name: &str| contended.as_ref().and_then(|c| c.get(name).copied());
                 vec![
                     label.clone(),
                     num(m, "node_timeout_ms", 0),
-                    ms(m, "lock_p50_us"),
-                    ms(m, "lock_max_us"),
-                    ms(m, "unlock_p50_us"),
+                    num(m, "pairs", 0),
                     ms(m, "pair_p50_us"),
+                    ms(m, "pair_p99_us"),
                     ms(m, "pair_max_us"),
-                    format!("{}x", num(m, "pair_p50_per_node_timeout", 2)),
+                    m.get("pair_p50_x_healthy")
+                        .map_or("-".into(), |r| times(*r)),
+                    m.get("pair_p99_x_healthy")
+                        .map_or("-".into(), |r| times(*r)),
+                    figure("acq_per_s").map_or("-".into(), |v| format!("{v:.0}")),
+                    figure("acq_per_s_x_healthy").map_or("-".into(), times),
                 ]
             })
             .collect();
         format!(
-            "## Stopped nodes\n\n\
-             5 masters, 2 of them SIGSTOPped (connections stay open, nothing answers): {} \
-             acquire + unlock pairs per run. Times in ms, next to the configured per-node \
-             timeout.\n\n{}\n",
+            "## Stopped minority\n\n\
+             5 masters; first all healthy, then 1 and then 2 of them SIGSTOPped (connections stay \
+             open, nothing answers). In each phase, one task runs acquire + unlock pairs (up to \
+             {} for ours, {} for rslock, at most {} ms per phase), and for ours with at most 1 \
+             stopped, {} tasks contend for one lock for {} ms. Ours runs with a {} ms per-node \
+             timeout. Times in ms; \"x healthy\" divides by the same run's healthy phase.\n\n{}\n",
             self.sizes.stopped_pairs,
+            self.sizes.stopped_pairs_rslock,
+            self.sizes.stopped_phase_for.as_millis(),
+            stopped::CONTENDING_TASKS,
+            self.sizes.contended_for.as_millis(),
+            stopped::OUR_TIMEOUT.as_millis(),
             table(
                 &[
-                    "impl",
+                    "impl, phase",
                     "per-node timeout",
-                    "lock p50",
-                    "lock max",
-                    "unlock p50",
+                    "pairs",
                     "pair p50",
+                    "pair p99",
                     "pair max",
-                    "pair p50 / timeout",
+                    "p50 x healthy",
+                    "p99 x healthy",
+                    "contended acq/s",
+                    "acq/s x healthy",
                 ],
                 &rows
             )
@@ -530,12 +545,13 @@ impl Report<'_> {
     }
 }
 
-const WORKLOADS: [&str; 6] = [
+const WORKLOADS: [&str; 7] = [
     uncontended::WORKLOAD,
     parallel::WORKLOAD,
     contended::WORKLOAD,
     quorum_down::WORKLOAD,
     stopped::WORKLOAD,
+    stopped::CONTENDED,
     watchdog_scale::WORKLOAD,
 ];
 

@@ -5,7 +5,7 @@
 local released = 0
 for i, key in ipairs(KEYS) do
     local owner, channel = ARGV[2 * i], ARGV[2 * i + 1]
-    if redis.call('type', key)['ok'] == 'hash' and redis.call('hexists', key, owner) == 1 then
+    if redis.pcall('hexists', key, owner) == 1 then
         redis.call('del', key)
         redis.call('publish', channel, ARGV[1])
         released = released + 1

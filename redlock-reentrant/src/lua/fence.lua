@@ -1,8 +1,8 @@
 -- Write a chosen fencing token back to one node, while this owner holds the lock there.
 -- KEYS[1]: the lock hash. KEYS[2]: the node's fencing counter. ARGV[1]: the owner. ARGV[2]: the token.
 -- Returns 1 when the counter now stands at the token or above, 0 when the owner does not hold
--- the lock here.
-if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+-- the lock here (a key of another type included).
+if redis.pcall('hexists', KEYS[1], ARGV[1]) ~= 1 then
     return 0
 end
 local counter = redis.call('get', KEYS[2])

@@ -3,11 +3,13 @@
 -- ARGV[3]: the lock's channel, or '' to announce nothing. ARGV[4]: the release message.
 -- An attempt that landed on fewer nodes than a majority was never anyone's lock: its undo
 -- announces nothing, so waiters are not woken for a release that did not happen.
--- Returns 1 when the attempt was undone here, 0 when there was nothing to undo.
-if redis.call('type', KEYS[1])['ok'] ~= 'hash' then
+-- Returns 1 when the attempt was undone here, 0 when there was nothing to undo (a key of
+-- another type included).
+local held = redis.pcall('hget', KEYS[1], ARGV[1])
+if type(held) == 'table' then
     return 0
 end
-local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+held = tonumber(held or '0')
 if held == 0 or held ~= tonumber(ARGV[2]) then
     return 0
 end
