@@ -42,8 +42,8 @@ impl LockScript {
     pub fn call(&'static self) -> ScriptCall {
         ScriptCall {
             script: self,
-            keys: Vec::new(),
-            args: Vec::new(),
+            keys: redis::Cmd::with_capacity(2, 64),
+            args: redis::Cmd::with_capacity(6, 128),
             by_source: false,
             releasing: false,
         }
@@ -67,8 +67,10 @@ impl std::fmt::Debug for LockScript {
 #[derive(Clone)]
 pub struct ScriptCall {
     script: &'static LockScript,
-    keys: Vec<Vec<u8>>,
-    args: Vec<Vec<u8>>,
+    /// The keys and the arguments, each packed in one buffer (a `Cmd` used as an argument
+    /// list): no allocation per key or argument.
+    keys: redis::Cmd,
+    args: redis::Cmd,
     by_source: bool,
     releasing: bool,
 }
@@ -78,8 +80,8 @@ impl std::fmt::Debug for ScriptCall {
         // Arguments may carry owner tokens: only their number is shown.
         f.debug_struct("ScriptCall")
             .field("sha", &self.script.sha())
-            .field("keys", &self.keys.len())
-            .field("args", &self.args.len())
+            .field("keys", &self.keys.args_iter().len())
+            .field("args", &self.args.args_iter().len())
             .finish()
     }
 }
@@ -132,7 +134,7 @@ impl ScriptCall {
 
     /// How many keys the call passes.
     pub fn key_count(&self) -> usize {
-        self.keys.len()
+        self.keys.args_iter().len()
     }
 
     /// The script's SHA1.
@@ -149,13 +151,25 @@ impl ScriptCall {
     }
 
     fn command(&self, verb: &str, body: &str) -> redis::Cmd {
-        let mut cmd = redis::cmd(verb);
-        cmd.arg(body).arg(self.keys.len());
-        for key in &self.keys {
-            cmd.arg(key.as_slice());
-        }
-        for arg in &self.args {
-            cmd.arg(arg.as_slice());
+        let keys = self.keys.args_iter();
+        let args = self.args.args_iter();
+        let bytes = |list: &redis::Cmd| {
+            list.args_iter()
+                .map(|arg| match arg {
+                    redis::Arg::Simple(bytes) => bytes.len(),
+                    _ => 0,
+                })
+                .sum::<usize>()
+        };
+        let mut cmd = redis::Cmd::with_capacity(
+            3 + keys.len() + args.len(),
+            verb.len() + body.len() + 4 + bytes(&self.keys) + bytes(&self.args),
+        );
+        cmd.arg(verb).arg(body).arg(keys.len());
+        for arg in keys.chain(args) {
+            if let redis::Arg::Simple(bytes) = arg {
+                cmd.arg(bytes);
+            }
         }
         cmd
     }

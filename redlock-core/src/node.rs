@@ -4,6 +4,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -51,7 +52,14 @@ struct Link {
     pool: Pool,
     connect_timeout: Duration,
     state: Mutex<State>,
+    /// A request timed out or connecting failed, and nothing was heard from the node since.
+    /// Outside the lock: every fan-out reads it for every node.
+    unresponsive: AtomicBool,
 }
+
+/// How many requests a node's connection may hold before it writes them: far more than any
+/// client has in flight to one node (a stalled node's requests time out and are skipped).
+const PIPELINE_BUFFER: usize = 1 << 20;
 
 /// A reply being awaited from the node.
 type Reply = Pin<Box<dyn Future<Output = RedisResult<Value>> + Send>>;
@@ -70,10 +78,14 @@ struct State {
     waiting: VecDeque<Waiting>,
     /// How many requests were queued on the connection so far: a request's sequence number.
     queued: u64,
-    /// A request timed out or connecting failed, and nothing was heard from the node since.
-    unresponsive: bool,
     /// A probe of an unresponsive node is in flight.
     probing: bool,
+    /// The latest deadline of a request placed so far that is not a release. A releasing
+    /// request stays out at least this long, and its own timeout more (its caller hears of a
+    /// timeout at its own deadline): were it given up before an earlier request was written,
+    /// redis-rs would skip it (nobody awaits it) and still write the earlier one, an
+    /// acquisition it was to undo.
+    latest_deadline: Option<tokio::time::Instant>,
 }
 
 /// A request queued while the node connects (`None`: only waiting for the connection).
@@ -174,9 +186,14 @@ impl Node {
         let client = redis::Client::open(url).map_err(|err| unusable(err.to_string()))?;
         // Connecting is bounded by the connect timeout; every request by the caller's per-node
         // timeout (redis-rs's own response timeout would cut a longer configured one short).
+        // The multiplexer's channel must never be full: a request that found it full would
+        // wait for a slot and enter it on a later poll, in whatever order its task runs, and
+        // could be overtaken by one made after it (see `queue_cmd`). Its blocks are allocated
+        // as they fill, so a large bound costs nothing until a node stalls.
         let connection_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(None);
+            .set_response_timeout(None)
+            .set_pipeline_buffer_size(PIPELINE_BUFFER);
         let manager =
             Manager::new_with_config(client.get_connection_info().clone(), connection_config)
                 .map_err(|err| unusable(err.to_string()))?;
@@ -194,6 +211,7 @@ impl Node {
                 pool,
                 connect_timeout,
                 state: Mutex::default(),
+                unresponsive: AtomicBool::new(false),
             }),
         })
     }
@@ -216,16 +234,18 @@ impl Node {
     /// Whether the node's last request timed out (or its connection failed) and nothing was
     /// heard from it since: fan-outs with a majority of responsive nodes do not wait for it.
     pub fn is_unresponsive(&self) -> bool {
-        self.link.state().unresponsive
+        self.link.unresponsive.load(Ordering::Relaxed)
     }
 
     /// Runs a script on this node within `timeout`.
     ///
     /// # Cancel safety
     ///
-    /// The request is queued on the node's connection when this is called, so it keeps its
-    /// place before anything sent later. Dropping the future abandons the reply; a request the
-    /// connection has not written yet is then skipped (redis-rs sends nothing nobody awaits).
+    /// The request is queued on the node's connection when this is called (not when the future
+    /// is first polled), so it keeps its place before anything sent later, and its timeout runs
+    /// from then. Dropping the future abandons the reply; a request the connection has not
+    /// written yet is then skipped (redis-rs sends nothing nobody awaits), one already written
+    /// still runs.
     ///
     /// # Errors
     ///
@@ -283,14 +303,32 @@ impl Node {
         timeout: Duration,
     ) -> impl Future<Output = Result<Value, NodeErrorKind>> + Send + 'static {
         let link = Arc::clone(&self.link);
-        let placed = link.place(Some(request));
+        let (placed, deadline, keep_until) = link.place(Some(request), timeout);
         let request = request.clone();
         async move {
-            let deadline = tokio::time::Instant::now() + timeout;
-            match tokio::time::timeout_at(deadline, link.finish(placed, request)).await {
+            let reply = {
+                let link = Arc::clone(&link);
+                async move { link.finish(placed, request).await }
+            };
+            if keep_until <= deadline {
+                return match tokio::time::timeout_at(deadline, reply).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => {
+                        link.unresponsive.store(true, Ordering::Relaxed);
+                        Err(NodeErrorKind::Timeout(timeout))
+                    }
+                };
+            }
+            // A release that must outlive the acquisitions queued before it: its caller hears
+            // of a timeout at its own deadline, and the request stays out until `keep_until`.
+            let mut reply = Box::pin(reply);
+            match tokio::time::timeout_at(deadline, reply.as_mut()).await {
                 Ok(outcome) => outcome,
                 Err(_) => {
-                    link.state().unresponsive = true;
+                    link.unresponsive.store(true, Ordering::Relaxed);
+                    crate::spawn_cleanup(async move {
+                        let _ = tokio::time::timeout_at(keep_until, reply).await;
+                    });
                     Err(NodeErrorKind::Timeout(timeout))
                 }
             }
@@ -302,22 +340,26 @@ impl Node {
     pub(crate) fn probe(&self, timeout: Duration) {
         {
             let mut state = self.link.state();
-            if !state.unresponsive || state.probing {
+            if !self.is_unresponsive() || state.probing {
                 return;
             }
             state.probing = true;
         }
+        /// Clears the flag however the probe ends, its task dropped unfinished included.
+        struct Probing(Arc<Link>);
+        impl Drop for Probing {
+            fn drop(&mut self) {
+                self.0.state().probing = false;
+            }
+        }
+        let probing = Probing(Arc::clone(&self.link));
         let ping = self.submit(&Request::Command(Arc::new(redis::cmd("PING"))), timeout);
-        let link = Arc::clone(&self.link);
         let probe = async move {
             let _ = ping.await;
-            link.state().probing = false;
+            drop(probing);
         };
-        if tokio::runtime::Handle::try_current()
-            .map(|runtime| runtime.spawn(probe))
-            .is_err()
-        {
-            self.link.state().probing = false;
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(probe);
         }
     }
 
@@ -333,8 +375,8 @@ impl Node {
     /// handshake or `AUTH`, or the connect timeout).
     pub async fn connect(&self) -> Result<(), NodeError> {
         let link = Arc::clone(&self.link);
-        let placed = link.place(None);
         let timeout = self.link.connect_timeout.saturating_mul(2);
+        let (placed, _, _) = link.place(None, timeout);
         let connected = async {
             match placed {
                 Placed::Queued(_) | Placed::Connected => Ok(()),
@@ -365,36 +407,61 @@ impl Link {
 
     /// Places a request (or, with `None`, a wish to be connected) in line: on the connection
     /// if there is one, else in the connecting queue, starting a connection attempt if none is
-    /// in flight.
-    fn place(self: &Arc<Self>, request: Option<&Request>) -> Placed {
+    /// in flight. Returns where it went, its deadline (`timeout` from now), and how long it
+    /// stays out regardless: for a release, past the deadline of every acquisition queued
+    /// before it, and its own timeout more.
+    fn place(
+        self: &Arc<Self>,
+        request: Option<&Request>,
+        timeout: Duration,
+    ) -> (Placed, tokio::time::Instant, tokio::time::Instant) {
         let (done, waiting) = oneshot::channel();
+        let deadline = tokio::time::Instant::now() + timeout;
+        let keep_until;
         {
             let mut state = self.state();
+            match request {
+                Some(request) if request.is_releasing() => {
+                    keep_until = state
+                        .latest_deadline
+                        .map_or(deadline, |latest| deadline.max(latest + timeout));
+                }
+                _ => {
+                    keep_until = deadline;
+                    state.latest_deadline = Some(
+                        state
+                            .latest_deadline
+                            .map_or(deadline, |latest| latest.max(deadline)),
+                    );
+                }
+            }
             if state.connection.is_some() {
-                return match request {
+                let placed = match request {
                     Some(request) => Placed::Queued(queue(&mut state, request)),
                     None => Placed::Connected,
                 };
+                return (placed, deadline, keep_until);
             }
             state.waiting.push_back(Waiting {
                 request: request.cloned(),
                 done,
             });
             if state.connecting {
-                return Placed::Waiting(waiting);
+                return (Placed::Waiting(waiting), deadline, keep_until);
             }
             state.connecting = true;
         }
         // Spawned outside the lock: with no runtime, the attempt is dropped at once, and its
-        // drop fails the queue (under the lock).
+        // drop fails the queue (under the lock) without blaming the node.
         let attempt = ConnectAttempt {
             link: Arc::clone(self),
             finished: false,
         };
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(attempt.run());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(attempt.run())),
+            Err(_) => attempt.abandon(),
         }
-        Placed::Waiting(waiting)
+        (Placed::Waiting(waiting), deadline, keep_until)
     }
 
     /// The queued request once connected, or why no connection came.
@@ -466,20 +533,20 @@ impl Link {
     /// broken connection is given back for the next request to reconnect.
     fn settle(&self, reply: RedisResult<Value>, generation: u64) -> RedisResult<Value> {
         let reply = reply.and_then(Value::extract_error);
-        let mut state = self.state();
         match &reply {
-            Err(err) if err.is_io_error() || err.is_connection_dropped() => {
+            Err(err)
+                if err.is_io_error()
+                    || err.is_connection_dropped()
+                    || err.is_unrecoverable_error() =>
+            {
+                let mut state = self.state();
                 if state.generation == generation {
                     // Back to the pool: its health check discards it.
                     state.connection = None;
                     state.cached_scripts.clear();
                 }
             }
-            Err(err) if err.is_unrecoverable_error() && state.generation == generation => {
-                state.connection = None;
-                state.cached_scripts.clear();
-            }
-            _ => state.unresponsive = false,
+            _ => self.unresponsive.store(false, Ordering::Relaxed),
         }
         reply
     }
@@ -508,10 +575,10 @@ fn queue(state: &mut State, request: &Request) -> Queued {
 }
 
 /// Hands `cmd` to the multiplexed connection at once: its send future is polled once here, and
-/// redis-rs takes a request into its FIFO channel on the first poll (or, with the channel full,
-/// into the FIFO line for a slot). So the order of these calls, all made under the node's lock,
-/// is the order the node sees. The poll is unconstrained by tokio's task budget, which would
-/// otherwise make it wait for nothing.
+/// redis-rs takes a request into its FIFO channel on the first poll, the channel being far from
+/// full (`PIPELINE_BUFFER`). So the order of these calls, all made under the node's lock, is the
+/// order the node sees. The poll is unconstrained by tokio's task budget, which would otherwise
+/// make it wait for nothing.
 fn queue_cmd(state: &mut State, cmd: Arc<Cmd>, script: Option<(&'static str, bool)>) -> Queued {
     let connection = state
         .connection
@@ -559,10 +626,17 @@ impl ConnectAttempt {
             Ok(Err(err)) => Err(Arc::new(ConnectError::Failed(err))),
             Err(_) => Err(Arc::new(ConnectError::Timeout(timeout))),
         };
-        self.finish(outcome);
+        self.finish(outcome, true);
     }
 
-    fn finish(&mut self, outcome: Result<Connection, Arc<ConnectError>>) {
+    /// Gives up without trying (no runtime to connect on): the queue fails, the node is not
+    /// blamed.
+    fn abandon(mut self) {
+        let timeout = self.link.connect_timeout;
+        self.finish(Err(Arc::new(ConnectError::Timeout(timeout))), false);
+    }
+
+    fn finish(&mut self, outcome: Result<Connection, Arc<ConnectError>>, blame: bool) {
         self.finished = true;
         let mut state = self.link.state();
         state.connecting = false;
@@ -586,7 +660,9 @@ impl ConnectAttempt {
                 }
             }
             Err(failure) => {
-                state.unresponsive = true;
+                if blame {
+                    self.link.unresponsive.store(true, Ordering::Relaxed);
+                }
                 for waiting in waiting {
                     let _ = waiting.done.send(Err(Arc::clone(&failure)));
                 }
@@ -599,7 +675,7 @@ impl Drop for ConnectAttempt {
     fn drop(&mut self) {
         if !self.finished {
             let timeout = self.link.connect_timeout;
-            self.finish(Err(Arc::new(ConnectError::Timeout(timeout))));
+            self.finish(Err(Arc::new(ConnectError::Timeout(timeout))), true);
         }
     }
 }

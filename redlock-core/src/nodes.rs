@@ -133,17 +133,19 @@ impl NodeSet {
     ) -> FanOut<T> {
         let started = Instant::now();
         let quorum = self.quorum();
-        // With a majority answering, a node that stopped answering is not waited on.
-        let responsive = self.nodes.iter().filter(|n| !n.is_unresponsive()).count();
+        // With a majority answering, a node that stopped answering is not waited on; one
+        // reading of the flags decides both the count and which nodes are skipped.
+        let unresponsive: Vec<bool> = self.nodes.iter().map(Node::is_unresponsive).collect();
+        let responsive = unresponsive.iter().filter(|flag| !**flag).count();
         let skip_unresponsive = responsive >= quorum;
         let mut replies = Vec::with_capacity(self.nodes.len());
-        let mut awaited = FuturesUnordered::new();
+        let mut awaited = Vec::with_capacity(self.nodes.len());
         let mut unawaited = Vec::new();
         for node in &self.nodes {
             let index = node.index();
             if !ask(index) {
                 replies.push(Err(node.error(NodeErrorKind::NotAsked)));
-            } else if skip_unresponsive && node.is_unresponsive() {
+            } else if skip_unresponsive && unresponsive[index] {
                 node.probe(timeout);
                 if request.is_releasing() {
                     unawaited.push(node.submit(request, timeout));
@@ -162,34 +164,57 @@ impl NodeSet {
             quorum,
             in_flight: awaited.len(),
         };
-        while fan.in_flight > 0 && !decided(&fan) {
-            let Some((index, reply)) = awaited.next().await else {
-                break;
-            };
-            fan.in_flight -= 1;
-            let node = &self.nodes[index];
-            fan.replies[index] = reply
-                .and_then(|value| redis::from_redis_value(value).map_err(|err| NodeErrorKind::Command(err.into())))
-                .map_err(|kind| {
-                    if tracing::enabled!(tracing::Level::DEBUG) {
-                        tracing::debug!(node = index, address = %node.address(), error = %kind, "node request failed");
-                    }
-                    node.error(kind)
-                });
+        let mut rest = None;
+        if awaited.len() == 1 && !decided(&fan) {
+            // One node to hear from (N = 1, or the others not asked): no set to poll.
+            let (index, reply) = awaited.pop().expect("one").await;
+            fan.in_flight = 0;
+            fan.replies[index] = self.decode(index, reply);
+        } else if !awaited.is_empty() {
+            let mut awaited: FuturesUnordered<_> = awaited.into_iter().collect();
+            while fan.in_flight > 0 && !decided(&fan) {
+                let Some((index, reply)) = awaited.next().await else {
+                    break;
+                };
+                fan.in_flight -= 1;
+                fan.replies[index] = self.decode(index, reply);
+            }
+            rest = (!awaited.is_empty()).then_some(awaited);
         }
         fan.elapsed = started.elapsed();
         fan.in_flight = 0;
-        if !awaited.is_empty() || !unawaited.is_empty() {
+        if rest.is_some() || !unawaited.is_empty() {
             // The rest finish in the background: their answers (or timeouts) still tell each
             // node's health, and nothing they send is cut short.
             let rest = async move {
                 let unawaited = futures_util::future::join_all(unawaited);
-                let awaited = awaited.collect::<Vec<_>>();
+                let awaited = async move {
+                    if let Some(mut rest) = rest {
+                        while rest.next().await.is_some() {}
+                    }
+                };
                 futures_util::future::join(unawaited, awaited).await;
             };
             crate::spawn_cleanup(rest);
         }
         fan
+    }
+
+    /// A node's reply as the caller's type, or its error (logged at debug level).
+    fn decode<T: FromRedisValue>(
+        &self,
+        index: usize,
+        reply: Result<redis::Value, NodeErrorKind>,
+    ) -> Result<T, NodeError> {
+        let node = &self.nodes[index];
+        reply
+            .and_then(|value| {
+                redis::from_redis_value(value).map_err(|err| NodeErrorKind::Command(err.into()))
+            })
+            .map_err(|kind| {
+                tracing::debug!(node = index, address = %node.address(), error = %kind, "node request failed");
+                node.error(kind)
+            })
     }
 }
 

@@ -9,8 +9,8 @@ use crate::lua::{AcquireReply, ACQUIRE, EXTEND, RELEASE, RENEW};
 use crate::quorum::lease_millis;
 use crate::quorum::validity;
 use crate::{
-    Applied, Error, FanOut, Lease, LockScript, NodeSet, NodeStatus, OwnerToken, Readiness,
-    RedlockConfig, SpawnOnDrop,
+    Applied, Error, FanOut, Lease, LockScript, NodeErrorKind, NodeSet, NodeStatus, OwnerToken,
+    Readiness, RedlockConfig, SpawnOnDrop,
 };
 
 /// A Redlock client over N independent Redis masters (N = 1 is single-instance locking).
@@ -248,6 +248,7 @@ impl Redlock {
             key.clone(),
             owner.clone(),
             timeout,
+            Vec::new(),
         ));
         let call = ACQUIRE
             .call()
@@ -287,8 +288,13 @@ impl Redlock {
         // have landed with its reply lost, or land later (its reply was not awaited): the
         // release is queued behind it on every node. If this await is dropped, `undo` releases
         // instead.
+        let seen = fan
+            .replies()
+            .iter()
+            .map(|reply| matches!(reply, Ok(AcquireReply::Taken)))
+            .collect();
         self.clone()
-            .release_quietly(key.clone(), owner, timeout)
+            .release_quietly(key.clone(), owner, timeout, seen)
             .await;
         undo.disarm();
         Err(self.acquisition_failure(name, &key, lease, granted, fan))
@@ -450,12 +456,15 @@ impl Redlock {
     }
 
     /// The release after a failed or abandoned attempt, sent by source: its replies may never
-    /// be awaited, and a paused node that forgot the script must still run it.
+    /// be awaited, and a paused node that forgot the script must still run it. Awaited on the
+    /// nodes seen to grant (`seen[node]`); elsewhere it is queued behind the attempt and
+    /// finishes in the background.
     async fn clean_up_key(
         &self,
         key: &str,
         owner: &OwnerToken,
         timeout: Duration,
+        seen: &[bool],
     ) -> FanOut<Applied> {
         let call = RELEASE
             .call()
@@ -464,14 +473,25 @@ impl Redlock {
             .by_source()
             .releasing();
         self.nodes()
-            .run_script_until(&call, timeout, |fan| fan.answered() >= fan.quorum())
+            .run_script_until(&call, timeout, |fan| {
+                fan.replies().iter().enumerate().all(|(node, reply)| {
+                    !seen.get(node).copied().unwrap_or(false)
+                        || !matches!(reply, Err(err) if matches!(err.kind, NodeErrorKind::NotAwaited))
+                })
+            })
             .await
     }
 
     /// The clean-up after a failed or abandoned attempt; failures only reach the log (the lease
     /// bounds what a node that missed it keeps).
-    async fn release_quietly(self, key: String, owner: OwnerToken, timeout: Duration) {
-        let fan = self.clean_up_key(&key, &owner, timeout).await;
+    async fn release_quietly(
+        self,
+        key: String,
+        owner: OwnerToken,
+        timeout: Duration,
+        seen: Vec<bool>,
+    ) {
+        let fan = self.clean_up_key(&key, &owner, timeout, &seen).await;
         for err in fan.errors().filter(|err| !err.is_not_awaited()) {
             tracing::debug!(node = %err.address, error = %err.kind, "clean-up release failed; the key expires with its lease");
         }

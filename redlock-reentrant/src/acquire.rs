@@ -97,6 +97,12 @@ pub(crate) async fn attempt(
             Err(err) => !matches!(err.kind, NodeErrorKind::Unresponsive),
         })
         .collect();
+    // Where it was seen to land: the undo waits for these nodes only.
+    let seen: Vec<bool> = fan
+        .replies()
+        .iter()
+        .map(|reply| reply.as_ref().is_ok_and(AcquireReply::granted))
+        .collect();
     let started = fan.started();
     let in_time = |elapsed: Duration| validity(lease, elapsed, drift).is_some();
 
@@ -115,20 +121,24 @@ pub(crate) async fn attempt(
                 write_back_token(inner, target, &candidates, timeout, granted_new).await
             }
             // A hold being re-entered always has its token.
-            AcquirePlan::Nested { .. } => Ok(guard.hold().token().unwrap_or_default()),
+            AcquirePlan::Nested { .. } => Ok((guard.hold().token().unwrap_or_default(), false)),
         };
         match token {
             Ok(_) if inner.is_shut_down() => {
                 // The client shut down while this attempt was in flight: it must not hand out
                 // a hold that shutdown did not see.
-                guard.undo_now(|node| landed[node], true).await;
+                guard
+                    .undo_now(|node| landed[node], |node| seen[node], true)
+                    .await;
                 drop(guard.disarm());
                 return Err(Error::ShutDown);
             }
             Ok(_) if plan == AcquirePlan::New && inner.holds.forced_since(forced_epoch) => {
                 // A forced unlock of this client overlapped the attempt: its deletion may land
                 // after the grant, and nobody would tell this holder. Undo, and try again.
-                guard.undo_now(|node| landed[node], true).await;
+                guard
+                    .undo_now(|node| landed[node], |node| seen[node], true)
+                    .await;
                 drop(guard.disarm());
                 return Ok(Outcome::Contended);
             }
@@ -141,14 +151,16 @@ pub(crate) async fn attempt(
             {
                 // The hold was lost while this nested attempt was in flight (its fixed lease
                 // ran out, say): no acquisition is granted on a lost hold. Undo it, and say so.
-                guard.undo_now(|node| landed[node], false).await;
+                guard
+                    .undo_now(|node| landed[node], |node| seen[node], false)
+                    .await;
                 let mut hold = guard.disarm();
                 return match hold.nested_refused() {
                     LostReason::LeaseExpired => Ok(Outcome::Expired),
                     reason => Err(Error::lock_lost(&target.name, reason)),
                 };
             }
-            Ok(token) if in_time(started.elapsed()) => {
+            Ok((token, written_back)) if in_time(started.elapsed()) => {
                 #[cfg(feature = "sabotage")]
                 let started = if crate::sabotage::skip_validity() {
                     // The broken twin counts the lease from the reply, not the request.
@@ -159,7 +171,10 @@ pub(crate) async fn attempt(
                 let valid_until = started + (lease - drift);
                 let mut hold = guard.disarm();
                 let grant = match registration {
-                    Some(registration) => hold.acquired_new(registration, token, mode, valid_until),
+                    Some(registration) => {
+                        inner.counters.new_hold(written_back);
+                        hold.acquired_new(registration, token, mode, valid_until)
+                    }
                     None => hold.acquired_nested(mode, valid_until),
                 };
                 tracing::debug!(lock = %target.name, count = hold.count(), granted, "acquired");
@@ -169,7 +184,9 @@ pub(crate) async fn attempt(
             Err(Some(mut written)) => {
                 // The fencing write-back did not reach a majority: without it the token could
                 // be smaller than a later holder's. Undo, and report the missing quorum.
-                guard.undo_now(|node| landed[node], true).await;
+                guard
+                    .undo_now(|node| landed[node], |node| seen[node], true)
+                    .await;
                 drop(guard.disarm());
                 return Err(Error::no_quorum(
                     &target.name,
@@ -184,7 +201,9 @@ pub(crate) async fn attempt(
     // an attempt that may have reached a majority could have looked like a holder to anyone,
     // so only its undo announces a release. If this await is dropped, the guard undoes.
     let could_have_held = landed.iter().filter(|landed| **landed).count() >= fan.quorum();
-    guard.undo_now(|node| landed[node], could_have_held).await;
+    guard
+        .undo_now(|node| landed[node], |node| seen[node], could_have_held)
+        .await;
     let mut hold = guard.disarm();
     drop(registration);
     failure(target, &mut hold, plan, granted, lease, fan)
@@ -252,12 +271,11 @@ async fn write_back_token(
     candidates: &[u64],
     timeout: Duration,
     granted_new: impl Fn(usize) -> bool,
-) -> Result<u64, Option<FanOut<Applied>>> {
+) -> Result<(u64, bool), Option<FanOut<Applied>>> {
     let choice = choose_token(candidates, inner.redlock.quorum()).ok_or(None)?;
-    inner.counters.new_hold(choice.needs_write_back);
     if !choice.needs_write_back {
         inner.handed_out(choice.token);
-        return Ok(choice.token);
+        return Ok((choice.token, false));
     }
     let call = FENCE
         .call()
@@ -277,7 +295,7 @@ async fn write_back_token(
         .await;
     if written.has_quorum(|reply| *reply == Applied::Yes) {
         inner.handed_out(choice.token);
-        Ok(choice.token)
+        Ok((choice.token, true))
     } else {
         Err(Some(written))
     }
@@ -309,12 +327,18 @@ impl AttemptGuard {
         self.hold.take().expect("armed guard holds the hold")
     }
 
-    async fn undo_now(&mut self, landed: impl Fn(usize) -> bool, announce: bool) {
+    async fn undo_now(
+        &mut self,
+        landed: impl Fn(usize) -> bool,
+        seen: impl Fn(usize) -> bool,
+        announce: bool,
+    ) {
         undo(
             &self.inner,
             &self.target,
             self.expected_after,
             landed,
+            seen,
             announce,
         )
         .await;
@@ -330,7 +354,7 @@ impl Drop for AttemptGuard {
         let expected_after = self.expected_after;
         let cleanup = async move {
             // Dropped before the answers came: it may have landed anywhere, on a majority too.
-            undo(&inner, &target, expected_after, |_| true, true).await;
+            undo(&inner, &target, expected_after, |_| true, |_| false, true).await;
             drop(hold);
         };
         redlock_core::spawn_cleanup(cleanup);
@@ -339,13 +363,17 @@ impl Drop for AttemptGuard {
 
 /// Takes back one attempt's increment on every node where it landed (idempotent).
 /// `landed(node)` says where the attempt may have applied: a node that answered "held by
-/// another owner" or "not the expected count" applied nothing and is not asked. `announce`:
-/// whether a lock deleted by the undo is announced to waiters as a release.
+/// another owner" or "not the expected count" applied nothing and is not asked. `seen(node)`:
+/// the nodes seen to grant it, whose undo is awaited; the others' undo is queued behind the
+/// attempt and finishes in the background (a node that has not answered the attempt would only
+/// make the caller wait its timeout). `announce`: whether a lock deleted by the undo is
+/// announced to waiters as a release.
 async fn undo(
     inner: &Inner,
     target: &Target,
     expected_after: u32,
     landed: impl Fn(usize) -> bool,
+    seen: impl Fn(usize) -> bool,
     announce: bool,
 ) {
     let lease = inner.watchdog.timeout();
@@ -359,8 +387,7 @@ async fn undo(
         .by_source()
         .releasing();
     // Queued behind the attempt on every node where it may land, so it takes back a grant
-    // that comes late too; once a majority of the nodes answered or were not asked, there is
-    // nothing to wait for.
+    // that comes late too.
     let fan: FanOut<Applied> = inner
         .redlock
         .nodes()
@@ -368,7 +395,12 @@ async fn undo(
             &call,
             inner.redlock.config().node_timeout_for(lease),
             landed,
-            |fan| fan.answered() + fan.not_asked() >= fan.quorum(),
+            |fan| {
+                fan.replies().iter().enumerate().all(|(node, reply)| {
+                    !seen(node)
+                        || !matches!(reply, Err(err) if matches!(err.kind, NodeErrorKind::NotAwaited))
+                })
+            },
         )
         .await;
     for err in fan

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FencingStats {
-    /// New holds granted a token (nested acquisitions keep theirs).
+    /// New holds acquired, each with its token (nested acquisitions keep their hold's).
     pub new_holds: u64,
     /// Of those, the ones whose token was written back before the hold was reported.
     pub written_back: u64,

@@ -90,9 +90,12 @@ impl Inner {
     /// the same counter, and a new hold's candidates agree, so its token needs no write-back.
     /// Only a hint: every node still gives at least its counter plus one.
     pub(crate) fn token_hint(&self) -> u64 {
+        // Lua's numbers are exact below 2^53: no hint beyond (tokens are clock microseconds,
+        // about 2^50 today).
+        const EXACT: u64 = (1 << 53) - 1;
         match self.largest_token.load(Ordering::Relaxed) {
             0 => 0,
-            largest => largest.saturating_add(1),
+            largest => largest.saturating_add(1).min(EXACT),
         }
     }
 

@@ -80,13 +80,40 @@ impl OwnerSource {
     pub(crate) fn resolve(&self, client_id: &str) -> Result<OwnerToken, InvalidArgument> {
         Ok(match self {
             OwnerSource::Fixed(owner) => owner.clone(),
-            OwnerSource::CurrentTask => OwnerToken::from_string(match tokio::task::try_id() {
-                Some(task) => format!("{client_id}:task-{task}"),
-                None => format!("{client_id}:thread-{:?}", std::thread::current().id()),
-            }),
+            OwnerSource::CurrentTask => match tokio::task::try_id() {
+                Some(task) => task_owner(client_id, task),
+                None => OwnerToken::from_string(format!(
+                    "{client_id}:thread-{:?}",
+                    std::thread::current().id()
+                )),
+            },
             OwnerSource::Foreign => return Err(InvalidArgument::ForeignOwner),
         })
     }
+}
+
+/// `{client}:task-{id}`, built once per task and client on each thread: a task's operations
+/// resolve their owner on every call, and the last one asked is the one asked next.
+fn task_owner(client_id: &str, task: tokio::task::Id) -> OwnerToken {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(tokio::task::Id, OwnerToken)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((id, owner)) = last.as_ref() {
+            let belongs = owner
+                .as_str()
+                .strip_prefix(client_id)
+                .is_some_and(|rest| rest.starts_with(":task-"));
+            if *id == task && belongs {
+                return owner.clone();
+            }
+        }
+        let owner = OwnerToken::from_string(format!("{client_id}:task-{task}"));
+        *last = Some((task, owner.clone()));
+        owner
+    })
 }
 
 #[cfg(test)]

@@ -513,3 +513,37 @@ async fn a_nested_lock_of_a_hold_that_lost_its_majority_to_a_dead_master_returns
         WATCHDOG * 3
     );
 }
+
+/// The nodes' counters start apart (each from its own clock) and a new hold's token is the
+/// largest candidate of the nodes that decided it. Asked for a candidate above the client's
+/// last token, the nodes converge: a lone client's new holds need the write-back round trip a
+/// few times at first (each time a node ahead of the others first decides a hold), then never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_clients_new_holds_stop_needing_the_write_back() {
+    const HOLDS: u64 = 100;
+    let cluster = RedisCluster::start(NODES);
+    let client = LockClient::builder()
+        .nodes(cluster.urls())
+        .build()
+        .await
+        .expect("client");
+    let mut last = 0;
+    for round in 0..HOLDS {
+        let lock = client.get_lock(format!("converge:{round}"));
+        lock.lock().await.expect("lock");
+        let token = lock.fencing_token().expect("a token");
+        assert!(token > last, "tokens increase: {token} after {last}");
+        last = token;
+        lock.unlock().await.expect("unlock");
+    }
+    let stats = client.fencing_stats();
+    eprintln!(
+        "write-backs: {} of {} new holds",
+        stats.written_back, stats.new_holds
+    );
+    assert_eq!(stats.new_holds, HOLDS);
+    // The first hold needs one (every node starts from its own clock); each node that was
+    // ahead needs at most one more, the first time it is among the deciding majority.
+    assert!(stats.written_back <= NODES as u64, "{stats:?}");
+    client.shutdown().await;
+}

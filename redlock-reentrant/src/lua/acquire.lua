@@ -27,12 +27,13 @@ local function new_hold()
         local now = redis.call('time')
         candidate = tonumber(now[1] .. string.format('%06d', tonumber(now[2])))
     end
+    -- A hint is followed only below 2^53, where Lua's numbers are exact integers.
     local wanted = tonumber(ARGV[4])
-    if candidate < wanted then
+    if candidate < wanted and wanted < 9007199254740992 then
         candidate = wanted
     end
     if candidate ~= counter then
-        redis.call('set', KEYS[2], string.format('%d', candidate))
+        redis.call('set', KEYS[2], string.format('%.0f', candidate))
     end
     return {1, candidate, ''}
 end
