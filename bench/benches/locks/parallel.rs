@@ -17,9 +17,11 @@ pub(crate) fn run_all(runtime: &Runtime, lab: &Lab, sizes: &Sizes, results: &mut
     for run in 0..sizes.runs {
         for (spec, locker) in &lab.lockers {
             let cluster = lab.cluster(*spec);
+            let fencing_before = fencing(locker);
             let before = cpu_now(cluster, spec.nodes);
             let (pairs, elapsed, errors) = runtime.block_on(one_run(*spec, locker, sizes, run));
             let after = cpu_now(cluster, spec.nodes);
+            let fencing_after = fencing(locker);
             for err in errors.iter().take(3) {
                 results.problem(format!("{WORKLOAD} {spec} run {run}: {err}"));
             }
@@ -27,6 +29,15 @@ pub(crate) fn run_all(runtime: &Runtime, lab: &Lab, sizes: &Sizes, results: &mut
             metrics.insert("ops_per_s".into(), pairs as f64 / elapsed.as_secs_f64());
             metrics.insert("pairs".into(), pairs as f64);
             metrics.insert("errors".into(), errors.len() as f64);
+            if let (Some(before), Some(after)) = (fencing_before, fencing_after) {
+                // Steady state: every task's key is held again and again by one client.
+                let new_holds = after.new_holds - before.new_holds;
+                let written_back = after.written_back - before.written_back;
+                metrics.insert(
+                    "write_back_fraction".into(),
+                    written_back as f64 / new_holds.max(1) as f64,
+                );
+            }
             match (before, after) {
                 (Ok((client0, servers0)), Ok((client1, servers1))) => {
                     let per_pair = |d: Duration| micros(d) / pairs.max(1) as f64;
@@ -42,6 +53,14 @@ pub(crate) fn run_all(runtime: &Runtime, lab: &Lab, sizes: &Sizes, results: &mut
             }
             results.record(WORKLOAD, spec.to_string(), run, metrics);
         }
+    }
+}
+
+/// Ours' fencing counters (`None` for the others).
+fn fencing(locker: &Locker) -> Option<redlock_reentrant::FencingStats> {
+    match locker {
+        Locker::Ours(ours) => Some(ours.client.fencing_stats()),
+        _ => None,
     }
 }
 

@@ -251,6 +251,8 @@ impl Report<'_> {
                     peer,
                     num(m, "client_cpu_us_per_pair", 1),
                     num(m, "server_cpu_us_per_pair", 1),
+                    m.get("write_back_fraction")
+                        .map_or("-".into(), |f| format!("{:.1} %", f * 100.0)),
                     num(m, "errors", 0),
                 ]
             })
@@ -260,7 +262,8 @@ impl Report<'_> {
              {} tasks, each on its own key, lock + unlock pairs for {:.1} s per run. Client and \
              servers share the 2 cores, so throughput is bound by CPU: the CPU time per pair \
              of this process (getrusage) and of the redis-servers (`INFO cpu`, summed) shows \
-             where it goes.\n\n{}\n",
+             where it goes. \"New holds written back\": the share of ours' new holds whose \
+             fencing token needed the write-back round trip (`LockClient::fencing_stats`).\n\n{}\n",
             self.sizes.parallel_tasks,
             self.sizes.parallel_for.as_secs_f64(),
             table(
@@ -271,6 +274,7 @@ impl Report<'_> {
                     "x rslock-N",
                     "client CPU µs/pair",
                     "servers' CPU µs/pair",
+                    "new holds written back",
                     "errors",
                 ],
                 &rows
