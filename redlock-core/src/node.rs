@@ -61,6 +61,18 @@ struct Link {
 /// client has in flight to one node (a stalled node's requests time out and are skipped).
 const PIPELINE_BUFFER: usize = 1 << 20;
 
+/// How long a release stays out at least, whatever its caller's timeout: a stalled node whose
+/// buffers are full takes queued requests late, and a release given up meanwhile would be
+/// skipped while the acquisition before it still runs (bounded by memory, not correctness:
+/// the caller learned of the timeout long before).
+const RELEASE_PATIENCE: Duration = Duration::from_secs(10);
+
+/// `from + by`, or a far future where that does not fit (an absurd configured timeout).
+fn later(from: tokio::time::Instant, by: Duration) -> tokio::time::Instant {
+    from.checked_add(by)
+        .unwrap_or_else(|| from + Duration::from_secs(60 * 60 * 24 * 365))
+}
+
 /// A reply being awaited from the node.
 type Reply = Pin<Box<dyn Future<Output = RedisResult<Value>> + Send>>;
 
@@ -416,15 +428,19 @@ impl Link {
         timeout: Duration,
     ) -> (Placed, tokio::time::Instant, tokio::time::Instant) {
         let (done, waiting) = oneshot::channel();
-        let deadline = tokio::time::Instant::now() + timeout;
+        let now = tokio::time::Instant::now();
+        let deadline = later(now, timeout);
         let keep_until;
         {
             let mut state = self.state();
             match request {
                 Some(request) if request.is_releasing() => {
-                    keep_until = state
+                    let after_earlier = state
                         .latest_deadline
-                        .map_or(deadline, |latest| deadline.max(latest + timeout));
+                        .map_or(deadline, |latest| later(latest, timeout));
+                    keep_until = deadline
+                        .max(after_earlier)
+                        .max(later(now, RELEASE_PATIENCE));
                 }
                 _ => {
                     keep_until = deadline;

@@ -301,7 +301,8 @@ async fn write_back_token(
     }
 }
 
-/// Undoes the attempt on drop unless disarmed; keeps the owner's hold until the undo ran.
+/// Undoes the attempt on drop unless disarmed; keeps the owner's hold until the undo is queued
+/// on every node (each node then runs it before anything this owner sends next).
 struct AttemptGuard {
     inner: Arc<Inner>,
     target: Target,
