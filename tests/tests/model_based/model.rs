@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redlock_reentrant::{Error, LostReason, LostSignal};
 
-use crate::ops::{Lease, ACTORS, CLIENT_OF, LOCKS};
+use crate::ops::{Lease, ACTORS, CLIENTS, CLIENT_OF, LOCKS};
 use crate::plain::PlainLeases;
 
 /// What an acquisition call came back with.
@@ -124,6 +124,8 @@ pub(crate) struct Model {
     /// The plain renewed lock, beside the reentrant ones.
     pub(crate) plain: PlainLeases,
     last_token: [u64; LOCKS],
+    /// New holds granted to each client's actors: what `LockClient::fencing_stats` counts.
+    pub(crate) new_holds: [u64; CLIENTS],
     next_generation: u64,
     /// Faults in force (paused or killed nodes).
     faults: usize,
@@ -143,6 +145,7 @@ impl Model {
             holds: Default::default(),
             plain: PlainLeases::default(),
             last_token: [0; LOCKS],
+            new_holds: [0; CLIENTS],
             next_generation: 1,
             faults: 0,
             settling_until: now,
@@ -326,6 +329,7 @@ impl Model {
                         ));
                     }
                     self.last_token[lock] = token;
+                    self.new_holds[CLIENT_OF[actor]] += 1;
                     *hold = Hold {
                         generation: self.next_generation,
                         token,

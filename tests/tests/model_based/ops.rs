@@ -13,6 +13,8 @@ pub(crate) const LOCKS: usize = 2;
 pub(crate) const NODES: usize = 3;
 /// The client each actor belongs to.
 pub(crate) const CLIENT_OF: [usize; ACTORS] = [0, 0, 1];
+/// How many clients the actors share.
+pub(crate) const CLIENTS: usize = 2;
 
 /// How an acquisition keeps its lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::model::{Model, Released, Took};
-use crate::ops::{Api, Lease, Step, ACTORS, CLIENT_OF, LOCKS, NODES};
+use crate::ops::{Api, Lease, Step, ACTORS, CLIENTS, CLIENT_OF, LOCKS, NODES};
 use crate::plain::PLAIN;
 
 /// The watchdog lease: short, so fixed leases and pauses cross it within a few steps.
@@ -71,7 +71,7 @@ impl System {
             .enable_all()
             .build()
             .expect("runtime");
-        let clients: Vec<LockClient> = (0..2)
+        let clients: Vec<LockClient> = (0..CLIENTS)
             .map(|_| runtime.block_on(new_client(&cluster)))
             .collect();
         let actors = (0..ACTORS)
@@ -586,6 +586,8 @@ impl System {
             }
         }
         self.clients[client] = fresh;
+        // A new client counts its fencing from zero.
+        self.model.new_holds[client] = 0;
         Ok("shut down, replaced".into())
     }
 
@@ -598,7 +600,25 @@ impl System {
         self.model.check_exclusion()?;
         self.model.plain.check_exclusion()?;
         self.check_ttls()?;
-        self.check_registrations()
+        self.check_registrations()?;
+        self.check_fencing_stats()
+    }
+
+    /// Each client's fencing counters count exactly the new holds it granted, and the
+    /// write-backs among them.
+    fn check_fencing_stats(&self) -> Result<(), String> {
+        for (client, handle) in self.clients.iter().enumerate() {
+            let stats = handle.fencing_stats();
+            if stats.new_holds != self.model.new_holds[client]
+                || stats.written_back > stats.new_holds
+            {
+                return Err(format!(
+                    "client {client}: fencing_stats says {stats:?}, the model counted {} new holds",
+                    self.model.new_holds[client]
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A holder's lost deadline never lies beyond what the nodes still grant it: while it
