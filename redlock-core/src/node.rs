@@ -622,7 +622,7 @@ fn queue_cmd(state: &mut State, cmd: Arc<Cmd>, script: Option<(&'static str, boo
 }
 
 /// The value a caller asked for.
-fn decode<T: FromRedisValue>(value: Value) -> Result<T, NodeErrorKind> {
+pub(crate) fn decode<T: FromRedisValue>(value: Value) -> Result<T, NodeErrorKind> {
     redis::from_redis_value(value).map_err(|err| NodeErrorKind::Command(err.into()))
 }
 

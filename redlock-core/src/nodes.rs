@@ -91,8 +91,7 @@ impl NodeSet {
         timeout: Duration,
         decided: impl Fn(&FanOut<T>) -> bool,
     ) -> FanOut<T> {
-        let request = Request::Script(Arc::new(PreparedScript::new(call)));
-        self.fan_out(&request, timeout, |_| true, decided).await
+        self.run_script_on(call, timeout, |_| true, decided).await
     }
 
     /// Runs a script on the nodes for which `ask(node index)` is true, at once, each within
@@ -207,11 +206,7 @@ impl NodeSet {
         reply: Result<redis::Value, NodeErrorKind>,
     ) -> Result<T, NodeError> {
         let node = &self.nodes[index];
-        reply
-            .and_then(|value| {
-                redis::from_redis_value(value).map_err(|err| NodeErrorKind::Command(err.into()))
-            })
-            .map_err(|kind| {
+        reply.and_then(crate::node::decode).map_err(|kind| {
                 tracing::debug!(node = index, address = %node.address(), error = %kind, "node request failed");
                 node.error(kind)
             })
@@ -255,9 +250,19 @@ impl<T> FanOut<T> {
         self.in_flight
     }
 
-    /// How many nodes the request was not sent to, on purpose (see [`NodeSet::run_script_on`]).
-    pub fn not_asked(&self) -> usize {
-        self.errors().filter(|err| err.is_not_asked()).count()
+    /// Whether a majority said yes (`yes` of them), or a majority answered and the replies still
+    /// in flight can no longer make `yes` a majority: the test an acquisition is decided by.
+    pub fn decided_by(&self, yes: usize) -> bool {
+        yes >= self.quorum || (self.answered() >= self.quorum && yes + self.in_flight < self.quorum)
+    }
+
+    /// Whether every node for which `which(node index)` is true has replied (a reply, an error
+    /// or a timeout; not a reply still in flight).
+    pub fn replied_on(&self, which: impl Fn(usize) -> bool) -> bool {
+        self.replies.iter().enumerate().all(|(node, reply)| {
+            !which(node)
+                || !matches!(reply, Err(err) if matches!(err.kind, NodeErrorKind::NotAwaited))
+        })
     }
 
     /// How many nodes gave no usable reply: errors, timeouts, nodes not awaited, and while the

@@ -9,8 +9,8 @@ use crate::lua::{AcquireReply, ACQUIRE, EXTEND, RELEASE, RENEW};
 use crate::quorum::lease_millis;
 use crate::quorum::validity;
 use crate::{
-    Applied, Error, FanOut, Lease, LockScript, NodeErrorKind, NodeSet, NodeStatus, OwnerToken,
-    Readiness, RedlockConfig, SpawnOnDrop,
+    Applied, Error, FanOut, Lease, LockScript, NodeSet, NodeStatus, OwnerToken, Readiness,
+    RedlockConfig, SpawnOnDrop,
 };
 
 /// A Redlock client over N independent Redis masters (N = 1 is single-instance locking).
@@ -259,9 +259,7 @@ impl Redlock {
         let fan: FanOut<AcquireReply> = self
             .nodes()
             .run_script_until(&call, timeout, |fan| {
-                let granted = fan.count(|reply| *reply == AcquireReply::Taken);
-                granted >= fan.quorum()
-                    || (fan.answered() >= fan.quorum() && granted + fan.in_flight() < fan.quorum())
+                fan.decided_by(fan.count(|reply| *reply == AcquireReply::Taken))
             })
             .await;
         let granted = fan.count(|reply| *reply == AcquireReply::Taken);
@@ -474,10 +472,7 @@ impl Redlock {
             .releasing();
         self.nodes()
             .run_script_until(&call, timeout, |fan| {
-                fan.replies().iter().enumerate().all(|(node, reply)| {
-                    !seen.get(node).copied().unwrap_or(false)
-                        || !matches!(reply, Err(err) if matches!(err.kind, NodeErrorKind::NotAwaited))
-                })
+                fan.replied_on(|node| seen.get(node).copied().unwrap_or(false))
             })
             .await
     }

@@ -79,9 +79,7 @@ pub(crate) async fn attempt(
         .redlock
         .nodes()
         .run_script_until(&call, timeout, |fan| {
-            let granted = fan.count(AcquireReply::granted);
-            granted >= fan.quorum()
-                || (fan.answered() >= fan.quorum() && granted + fan.in_flight() < fan.quorum())
+            fan.decided_by(fan.count(AcquireReply::granted))
         })
         .await;
     let granted = fan.count(AcquireReply::granted);
@@ -396,12 +394,7 @@ async fn undo(
             &call,
             inner.redlock.config().node_timeout_for(lease),
             landed,
-            |fan| {
-                fan.replies().iter().enumerate().all(|(node, reply)| {
-                    !seen(node)
-                        || !matches!(reply, Err(err) if matches!(err.kind, NodeErrorKind::NotAwaited))
-                })
-            },
+            |fan| fan.replied_on(&seen),
         )
         .await;
     for err in fan

@@ -8,10 +8,11 @@
 //!
 //! Its library holds the lock fixtures the scenarios share.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use redlock_reentrant::{LockClient, LockClientBuilder, Watchdog};
-use redlock_testkit::{eventually_async, Fault, FaultProxy, RedisCluster};
+use redlock_testkit::{eventually_async, Fault, ProxyGrid, RedisCluster};
 
 /// The watchdog lease most scenarios give their clients: 3 s, renewed every 1 s, the default's
 /// ratio (30 s, every 10 s) at a tenth of the wait.
@@ -73,7 +74,8 @@ pub async fn rounds_pass(watchdog: &Watchdog, rounds: u64) {
 /// last (to drop it while its grants are on the nodes and their replies on the way, or to
 /// overlap it with another) slows the links rather than pausing a node.
 pub struct SlowLinks {
-    proxies: Vec<FaultProxy>,
+    /// One row of the testkit's proxies: this client's links to the slow masters.
+    grid: ProxyGrid,
     urls: Vec<String>,
 }
 
@@ -84,14 +86,14 @@ impl SlowLinks {
     ///
     /// If a proxy cannot start.
     pub async fn start(cluster: &RedisCluster, slow: usize) -> Self {
-        let mut proxies = Vec::new();
-        for port in &cluster.ports()[..slow] {
-            let upstream = format!("127.0.0.1:{port}").parse().expect("address");
-            proxies.push(FaultProxy::start(upstream).await.expect("proxy"));
-        }
-        let mut urls: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+        let upstreams: Vec<SocketAddr> = cluster.ports()[..slow]
+            .iter()
+            .map(|port| SocketAddr::from((Ipv4Addr::LOCALHOST, *port)))
+            .collect();
+        let grid = ProxyGrid::start(1, &upstreams).await.expect("proxies");
+        let mut urls = grid.urls(0);
         urls.extend(cluster.urls().into_iter().skip(slow));
-        Self { proxies, urls }
+        Self { grid, urls }
     }
 
     /// The masters' URLs, the slow ones through their proxies.
@@ -101,9 +103,7 @@ impl SlowLinks {
 
     /// From now on, every chunk on every slow link arrives `delay` late, both ways.
     pub fn slow_down(&self, delay: Duration) {
-        for proxy in &self.proxies {
-            proxy.set(Fault::Delay(delay));
-        }
+        self.grid.set_worker(0, Fault::Delay(delay));
     }
 
     /// A client of these masters (see [`client_with_timeouts`]).

@@ -125,21 +125,14 @@ async fn a_nested_lock_dropped_at_random_points_leaves_the_count_as_it_was() {
     );
     lock.unlock().await.expect("unlock");
     lock.unlock().await.expect("unlock");
+    let gone = || locks(&cluster, "redlock:nested-cancel") == 0;
     assert!(
-        eventually_async(Duration::from_secs(5), || locks(
-            &cluster,
-            "redlock:nested-cancel"
-        ) == 0)
-        .await,
+        eventually_async(Duration::from_secs(5), gone).await,
         "released on the running nodes"
     );
     cluster.resume(4);
     assert!(
-        eventually_async(Duration::from_secs(5), || locks(
-            &cluster,
-            "redlock:nested-cancel"
-        ) == 0)
-        .await,
+        eventually_async(Duration::from_secs(5), gone).await,
         "the resumed node applied every increment and its undo"
     );
 }
