@@ -1,5 +1,5 @@
 //! Questions about a lock that change nothing: is it locked, how deep is this owner's hold, how
-//! long is left.
+//! long is left, and the lock's status as anyone sees it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,12 +21,53 @@ pub(crate) struct Inspection {
     pub(crate) hold_count: u32,
     /// The remaining lease that a majority reaches, if a majority holds it with an expiry.
     pub(crate) remaining_ttl: Option<Duration>,
+    /// What anyone may know of the lock.
+    pub(crate) status: LockStatus,
+}
+
+/// A lock's state as a majority of its nodes report it, whoever holds it: what
+/// [`RLock::status`](crate::RLock::status) answers (and `redlock status` prints).
+///
+/// A snapshot: by the time it is read, the lock may have changed hands.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(lock: redlock_reentrant::RLock) -> Result<(), redlock_reentrant::Error> {
+/// let status = lock.status().await?;
+/// match status.remaining_ttl {
+///     Some(ttl) if status.locked => println!("held {} deep, {ttl:?} left", status.holder_count),
+///     _ => println!("free"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockStatus {
+    /// A majority of the nodes hold the lock for someone.
+    pub locked: bool,
+    /// The holder's hold count (nested acquisitions) that a majority reaches; 0 when free.
+    pub holder_count: u32,
+    /// The remaining lease that a majority reaches; `None` when free.
+    pub remaining_ttl: Option<Duration>,
+    /// The largest fencing counter among the nodes that answered (the counter is shared by
+    /// every lock of the key prefix, see docs/fencing.md): every token handed out so far is at
+    /// most this. `None` when no node that answered has a counter.
+    pub fencing_counter: Option<u64>,
+    /// The nodes that answered.
+    pub answered: usize,
+    /// The nodes configured.
+    pub nodes: usize,
 }
 
 pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspection, Error> {
     inner.check_open()?;
     inner.check_request(&target.name, inner.watchdog.timeout())?;
-    let call = INSPECT.call().key(target.key()).arg(target.owner());
+    let call = INSPECT
+        .call()
+        .key(target.key())
+        .key(&inner.fence_key)
+        .arg(target.owner());
     let timeout = inner.node_timeout();
     let mut fan: FanOut<Inspected> = inner.redlock.nodes().run_script(&call, timeout).await;
     if let Some(found) = fan.wrong_type() {
@@ -40,11 +81,23 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
         return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
     }
     let locked = fan.has_quorum(|node| node.exists);
-    let hold_count = reached_by_majority(fan.values().map(|node| node.count), quorum).unwrap_or(0);
+    let majority = |value: fn(&Inspected) -> u32| {
+        reached_by_majority(fan.values().map(value), quorum).unwrap_or(0)
+    };
+    let hold_count = majority(|node| node.count);
+    let holder_count = majority(|node| node.holder_count);
     let remaining_ttl = reached_by_majority(fan.values().filter_map(|node| node.pttl), quorum);
     Ok(Inspection {
         locked,
         hold_count,
         remaining_ttl,
+        status: LockStatus {
+            locked,
+            holder_count: if locked { holder_count } else { 0 },
+            remaining_ttl: remaining_ttl.filter(|_| locked),
+            fencing_counter: fan.values().filter_map(|node| node.counter).max(),
+            answered: fan.answered(),
+            nodes: fan.replies().len(),
+        },
     })
 }

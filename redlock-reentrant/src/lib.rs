@@ -74,6 +74,7 @@ pub use client::{LockClient, LockClientBuilder};
 pub use fencing_stats::FencingStats;
 pub use guard::LockGuard;
 pub use inner::FENCE_COUNTER;
+pub use inspect::LockStatus;
 pub use owner::LockOwner;
 pub use rlock::RLock;
 

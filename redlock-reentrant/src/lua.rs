@@ -99,18 +99,33 @@ pub(crate) struct Inspected {
     pub(crate) count: u32,
     /// The lock's remaining lease here, when it exists.
     pub(crate) pttl: Option<Duration>,
+    /// The holder's hold count here, whoever it is; 0 when the lock is free here.
+    pub(crate) holder_count: u32,
+    /// The node's fencing counter, when it has one.
+    pub(crate) counter: Option<u64>,
 }
 
 impl FromRedisValue for Inspected {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        let (exists, count, pttl): (i64, i64, i64) = redis::from_redis_value(value)?;
+        let (exists, count, pttl, holder_count, counter): (i64, i64, i64, i64, String) =
+            redis::from_redis_value(value)?;
+        let count_of = |count: i64| u32::try_from(count).map_err(|_| format!("hold count {count}"));
         Ok(Inspected {
             exists: exists == 1,
-            count: u32::try_from(count).map_err(|_| format!("hold count {count}"))?,
+            count: count_of(count)?,
             pttl: u64::try_from(pttl)
                 .ok()
                 .filter(|_| exists == 1)
                 .map(Duration::from_millis),
+            holder_count: count_of(holder_count)?,
+            counter: match counter.as_str() {
+                "" => None,
+                digits => Some(
+                    digits
+                        .parse()
+                        .map_err(|_| format!("fencing counter {digits:?}"))?,
+                ),
+            },
         })
     }
 }
@@ -173,23 +188,36 @@ mod tests {
             Ok(UnlockReply::NotHeld)
         );
         assert!(UnlockReply::from_redis_value(int(-2)).is_err());
-        let inspected =
-            |e, c, p| Inspected::from_redis_value(Value::Array(vec![int(e), int(c), int(p)]));
+        let bulk = |text: &str| Value::BulkString(text.as_bytes().to_vec());
+        let inspected = |e, c, p, h, counter: &str| {
+            Inspected::from_redis_value(Value::Array(vec![
+                int(e),
+                int(c),
+                int(p),
+                int(h),
+                bulk(counter),
+            ]))
+        };
         assert_eq!(
-            inspected(1, 2, 900),
+            inspected(1, 2, 900, 2, "41"),
             Ok(Inspected {
                 exists: true,
                 count: 2,
-                pttl: Some(Duration::from_millis(900))
+                pttl: Some(Duration::from_millis(900)),
+                holder_count: 2,
+                counter: Some(41),
             })
         );
         assert_eq!(
-            inspected(0, 0, -2),
+            inspected(0, 0, -2, 0, ""),
             Ok(Inspected {
                 exists: false,
                 count: 0,
-                pttl: None
+                pttl: None,
+                holder_count: 0,
+                counter: None,
             })
         );
+        assert!(inspected(1, 0, 900, 1, "not a number").is_err());
     }
 }

@@ -8,7 +8,7 @@ use redlock_watchdog::LostSignal;
 use crate::hold::LeaseMode;
 use crate::holds::{HoldKey, Target};
 use crate::inner::Inner;
-use crate::inspect::inspect;
+use crate::inspect::{inspect, LockStatus};
 use crate::owner::OwnerSource;
 use crate::unlock::{OnNoQuorum, OwedRelease};
 use crate::wait::acquire_waiting;
@@ -489,6 +489,30 @@ impl RLock {
     /// ```
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>, Error> {
         Ok(inspect(self.inner(), &self.target()?).await?.remaining_ttl)
+    }
+
+    /// The lock's status as a majority of its nodes report it, whoever holds it: locked or
+    /// free, the holder's hold count, the remaining lease, and the fencing counter. One round
+    /// trip, like [`RLock::is_locked`]; what `redlock status` prints.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`RLock::is_locked`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(lock: redlock_reentrant::RLock) -> Result<(), redlock_reentrant::Error> {
+    /// let status = lock.status().await?;
+    /// println!("locked: {}, {} of {} nodes answered", status.locked, status.answered, status.nodes);
+    /// # Ok(()) }
+    /// ```
+    pub async fn status(&self) -> Result<LockStatus, Error> {
+        Ok(inspect(self.inner(), &self.target()?).await?.status)
     }
 
     /// The fencing token of this owner's current hold: strictly greater than every earlier

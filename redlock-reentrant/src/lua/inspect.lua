@@ -1,10 +1,12 @@
 -- What one node knows of a reentrant lock.
--- KEYS[1]: the lock hash. ARGV[1]: the owner asking.
--- Returns {exists (0/1), the owner's hold count, pttl in milliseconds (-2 when absent)}.
+-- KEYS[1]: the lock hash. KEYS[2]: the node's fencing counter. ARGV[1]: the owner asking.
+-- Returns {exists (0/1), the asking owner's hold count, pttl in milliseconds (-2 when absent),
+-- the holder's hold count (the largest field; 0 when free), the fencing counter ('' when none)}.
 -- A key of another type, or a hash without an expiry (never one of ours), is an error.
+local counter = redis.call('get', KEYS[2]) or ''
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
-    return {0, 0, -2}
+    return {0, 0, -2, 0, counter}
 end
 if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE lock key holds a ' .. kind .. ' value')
@@ -13,4 +15,8 @@ local pttl = redis.call('pttl', KEYS[1])
 if pttl < 0 then
     return redis.error_reply('WRONGTYPE lock key holds a hash with no expiry')
 end
-return {1, tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0'), pttl}
+local holder = 0
+for _, count in ipairs(redis.call('hvals', KEYS[1])) do
+    holder = math.max(holder, tonumber(count) or 0)
+end
+return {1, tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0'), pttl, holder, counter}

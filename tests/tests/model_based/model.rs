@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{Error, LostReason, LostSignal};
+use redlock_reentrant::{Error, LockStatus, LostReason, LostSignal};
 
 use crate::ops::{Lease, ACTORS, CLIENTS, CLIENT_OF, LOCKS};
 use crate::plain::PlainLeases;
@@ -643,6 +643,42 @@ impl Model {
         if anyone != locked || anyone != ttl.is_some() {
             return Err(format!(
                 "a{actor} l{lock}: is_locked {locked}, remaining_ttl {ttl:?}; the model says held: {anyone}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks `status` (what anyone sees of the lock) where the model is sure of it: locked
+    /// exactly while someone holds it, the holder's count, and a fencing counter that every
+    /// token handed out so far stays within.
+    pub(crate) fn status_seen(&mut self, lock: usize, status: &LockStatus) -> Result<(), String> {
+        self.observe_all()?;
+        if self.disturbed() || self.lingering(lock) {
+            return Ok(());
+        }
+        let live: Vec<&Hold> = (0..ACTORS)
+            .map(|actor| &self.holds[actor][lock])
+            .filter(|hold| hold.is_live())
+            .collect();
+        let held = !live.is_empty();
+        if status.locked != held || status.remaining_ttl.is_some() != held {
+            return Err(format!(
+                "l{lock}: status {status:?}; the model counts {} live holders",
+                live.len()
+            ));
+        }
+        if let [hold] = live[..] {
+            if !hold.pending_unlock && !hold.exempt && status.holder_count != hold.count {
+                return Err(format!(
+                    "l{lock}: status counts {} for the holder, the model {}",
+                    status.holder_count, hold.count
+                ));
+            }
+        }
+        let handed_out = self.last_token.iter().copied().max().unwrap_or(0);
+        if status.fencing_counter.unwrap_or(0) < handed_out {
+            return Err(format!(
+                "l{lock}: status {status:?}; a token of {handed_out} was handed out"
             ));
         }
         Ok(())

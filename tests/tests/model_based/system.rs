@@ -220,17 +220,22 @@ impl System {
                 }
             }
             Step::Query { actor, lock } => {
-                let (locked, count, ttl) = self.as_actor(actor, lock, |rlock| async move {
-                    (
-                        rlock.is_locked().await,
-                        rlock.hold_count().await,
-                        rlock.remaining_ttl().await,
-                    )
-                })?;
-                match (locked, count, ttl) {
-                    (Ok(locked), Ok(count), Ok(ttl)) => {
+                let (locked, count, ttl, status) =
+                    self.as_actor(actor, lock, |rlock| async move {
+                        (
+                            rlock.is_locked().await,
+                            rlock.hold_count().await,
+                            rlock.remaining_ttl().await,
+                            rlock.status().await,
+                        )
+                    })?;
+                match (locked, count, ttl, status) {
+                    (Ok(locked), Ok(count), Ok(ttl), Ok(status)) => {
                         self.model.queried(actor, lock, locked, count, ttl)?;
-                        Ok(format!("locked {locked}, count {count}, ttl {ttl:?}"))
+                        self.model.status_seen(lock, &status)?;
+                        Ok(format!(
+                            "locked {locked}, count {count}, ttl {ttl:?}, status {status:?}"
+                        ))
                     }
                     _ if self.model.disturbed() => Ok("no quorum".into()),
                     other => Err(format!("a query failed: {other:?}")),

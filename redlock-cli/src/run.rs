@@ -1,0 +1,247 @@
+//! `redlock run NAME -- COMMAND`: take the lock, run the job under it, release it when the job
+//! exits, and exit with the job's code.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use redlock_reentrant::{Error, LockClient, LockGuard, RLock};
+use tokio::time::Instant;
+
+use crate::args::{Connection, OnLost, RunArgs};
+use crate::connect::connect;
+use crate::exit::{self, Failure};
+use crate::job::{self, Job};
+use crate::report::{describe, seconds, Reporter};
+use crate::signals::Forwarded;
+
+/// A wait shorter than this goes unmentioned.
+const MENTION_WAITS_AFTER: Duration = Duration::from_millis(250);
+/// How often the spinner asks the nodes how long the holder has left.
+const SPINNER_REFRESH: Duration = Duration::from_secs(1);
+
+/// Runs `redlock run`: the exit code to end with.
+///
+/// # Errors
+///
+/// Every [`Failure`] but a lost lock, which is the job's outcome ([`exit::LOST`]).
+pub(crate) async fn run(
+    args: &RunArgs,
+    connection: &Connection,
+    out: &Reporter,
+) -> Result<u8, Failure> {
+    let mut signals = Forwarded::catch().map_err(|source| Failure::System {
+        what: "catch SIGINT, SIGTERM and SIGHUP",
+        source,
+    })?;
+    let client = tokio::select! {
+        client = connect(connection, args.watchdog_timeout, out) => client?,
+        signal = signals.next() => return Err(Failure::Interrupted(signal as i32)),
+    };
+    let outcome = hold_and_run(&client, args, &mut signals, out).await;
+    client.shutdown().await;
+    outcome
+}
+
+async fn hold_and_run(
+    client: &LockClient,
+    args: &RunArgs,
+    signals: &mut Forwarded,
+    out: &Reporter,
+) -> Result<u8, Failure> {
+    let lock = client.get_lock(args.name.as_str());
+    let started = Instant::now();
+    // Dropping the attempt on a signal leaves no lock and no waiter behind.
+    let guard = tokio::select! {
+        guard = acquire(&lock, args, out) => guard?,
+        signal = signals.next() => return Err(Failure::Interrupted(signal as i32)),
+    };
+    let Some(guard) = guard else {
+        return Err(busy(&lock, args, out).await);
+    };
+    let token = guard.fencing_token();
+    out.info(&format!(
+        "acquired {} (fencing token {token}) after {}",
+        args.name,
+        seconds(started.elapsed())
+    ));
+    let env = [
+        ("REDLOCK_NAME", args.name.clone()),
+        ("REDLOCK_FENCING_TOKEN", token.to_string()),
+    ];
+    let mut job = match Job::start(&args.command, &env) {
+        Ok(job) => job,
+        Err(failure) => {
+            release(guard, args, out).await;
+            return Err(failure);
+        }
+    };
+    let ran = supervise(&mut job, &guard, args, signals, out).await;
+    match ran {
+        Ran::Exited(code) => Ok(release(guard, args, out).await.unwrap_or(code)),
+        Ran::Lost(code) => {
+            out.warn(&format!(
+                "the job exited with {code} after the lock {} was lost",
+                args.name
+            ));
+            Ok(exit::LOST)
+        }
+        Ran::Unwatched(source) => {
+            // The job cannot be waited for: it is killed (its handle's kill on drop) before
+            // the lock is let go, so it never runs unlocked.
+            drop(job);
+            release(guard, args, out).await;
+            Err(Failure::Job {
+                program: args.command[0].clone(),
+                source,
+            })
+        }
+    }
+}
+
+/// Takes the lock as the flags say: at once, within `--wait`, or whenever it frees. Says so
+/// when the wait is noticeable.
+async fn acquire(lock: &RLock, args: &RunArgs, out: &Reporter) -> Result<Option<LockGuard>, Error> {
+    let attempt = async {
+        match (args.no_wait, args.wait, args.lease) {
+            (true, _, lease) => lock.try_acquire(Duration::ZERO, lease).await,
+            (false, Some(wait), lease) => lock.try_acquire(wait, lease).await,
+            (false, None, Some(lease)) => lock.acquire_with_lease(lease).await.map(Some),
+            (false, None, None) => lock.acquire().await.map(Some),
+        }
+    };
+    tokio::pin!(attempt);
+    if args.no_wait {
+        return attempt.await;
+    }
+    tokio::select! {
+        taken = &mut attempt => return taken,
+        () = tokio::time::sleep(MENTION_WAITS_AFTER) => {}
+    }
+    let waiting = out.waiting(&args.name);
+    let refresh = async {
+        if !out.animates() {
+            return std::future::pending().await;
+        }
+        loop {
+            waiting.show(lock.status().await.ok().as_ref());
+            tokio::time::sleep(SPINNER_REFRESH).await;
+        }
+    };
+    tokio::select! {
+        taken = attempt => taken,
+        never = refresh => never,
+    }
+}
+
+/// The busy failure, described where it will be shown.
+async fn busy(lock: &RLock, args: &RunArgs, out: &Reporter) -> Failure {
+    let status = if out.shows_notices() {
+        lock.status().await.ok()
+    } else {
+        None
+    };
+    let how = match (args.no_wait, args.wait) {
+        (false, Some(wait)) => format!(" after waiting {}", seconds(wait)),
+        _ => String::new(),
+    };
+    Failure::Busy {
+        message: format!("{} is busy ({}){how}", args.name, describe(status.as_ref())),
+        code: args.conflict_exit_code,
+    }
+}
+
+/// How the job's run ended.
+enum Ran {
+    /// It exited with this code, the lock held throughout.
+    Exited(u8),
+    /// It exited with this code, but the lock was lost while it ran.
+    Lost(u8),
+    /// It could not be waited for.
+    Unwatched(std::io::Error),
+}
+
+/// Waits for the job, forwarding signals to it and acting on a lost lock (`--on-lost`).
+async fn supervise(
+    job: &mut Job,
+    guard: &LockGuard,
+    args: &RunArgs,
+    signals: &mut Forwarded,
+    out: &Reporter,
+) -> Ran {
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    let mut was_lost = false;
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            status = job.wait() => {
+                return match status {
+                    Ok(status) if was_lost => Ran::Lost(job::exit_code(status)),
+                    Ok(status) => Ran::Exited(job::exit_code(status)),
+                    Err(err) => Ran::Unwatched(err),
+                };
+            }
+            signal = signals.next() => {
+                out.info(&format!("passing {signal} on to the job"));
+                job.signal(signal);
+            }
+            reason = &mut lost, if !was_lost => {
+                was_lost = true;
+                let lost = format!("the lock {} was lost while the job ran: {reason}", args.name);
+                match args.on_lost {
+                    OnLost::Term => {
+                        out.warn(&format!(
+                            "{lost}; sending SIGTERM to the job, SIGKILL in {}",
+                            seconds(args.grace)
+                        ));
+                        job.signal(Signal::SIGTERM);
+                        kill_at = Some(Instant::now() + args.grace);
+                    }
+                    OnLost::Kill => {
+                        out.warn(&format!("{lost}; killing the job"));
+                        job.signal(Signal::SIGKILL);
+                    }
+                    OnLost::Ignore => out.warn(&format!("{lost}; letting it finish (--on-lost ignore)")),
+                }
+            }
+            () = sleep_until(kill_at), if kill_at.is_some() => {
+                out.warn(&format!("the job outlived its {} of grace: SIGKILL", seconds(args.grace)));
+                job.signal(Signal::SIGKILL);
+                kill_at = None;
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Releases the lock after the job. `Some(LOST)` when it turns out to have been lost; a
+/// release that reached no majority is only a warning: the job ran alone, and the lock frees
+/// when its lease runs out.
+async fn release(guard: LockGuard, args: &RunArgs, out: &Reporter) -> Option<u8> {
+    match guard.unlock().await {
+        Ok(()) => {
+            out.info(&format!("released {}", args.name));
+            None
+        }
+        Err(err @ (Error::LockLost { .. } | Error::NotOwner { .. })) => {
+            out.warn(&format!("the job finished, but {err}"));
+            Some(exit::LOST)
+        }
+        Err(err) => {
+            let frees = args.lease.unwrap_or(args.watchdog_timeout);
+            out.warn(&format!(
+                "the job finished, but releasing {} failed: {}; it frees within {}",
+                args.name,
+                Failure::from(err).one_line(),
+                seconds(frees)
+            ));
+            None
+        }
+    }
+}

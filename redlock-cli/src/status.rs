@@ -1,0 +1,129 @@
+//! `redlock status NAME` and `redlock unlock --force NAME`: a lock seen and cleared from
+//! outside, as text or JSON.
+
+use std::time::Duration;
+
+use redlock_reentrant::{LockClient, LockStatus};
+use serde::Serialize;
+
+use crate::args::{Connection, StatusArgs, UnlockArgs};
+use crate::connect::connect;
+use crate::exit::Failure;
+use crate::report::{describe, Reporter};
+
+/// The lease the client would renew: these commands take no lock, so any valid one does.
+const NO_HOLDS: Duration = Duration::from_secs(30);
+
+/// `redlock status --json`.
+#[derive(Debug, Serialize)]
+struct StatusJson<'a> {
+    name: &'a str,
+    locked: bool,
+    hold_count: u32,
+    ttl_ms: Option<u64>,
+    fencing_counter: Option<u64>,
+    nodes_answered: usize,
+    nodes: usize,
+}
+
+/// `redlock unlock --force --json`.
+#[derive(Debug, Serialize)]
+struct UnlockJson<'a> {
+    name: &'a str,
+    deleted: bool,
+}
+
+/// Prints the lock's status on standard output.
+///
+/// # Errors
+///
+/// As [`connect`], and the library's errors of `RLock::status`.
+pub(crate) async fn status(
+    args: &StatusArgs,
+    connection: &Connection,
+    out: &Reporter,
+) -> Result<u8, Failure> {
+    let client = connect(connection, NO_HOLDS, out).await?;
+    let status = client.get_lock(args.name.as_str()).status().await;
+    client.shutdown().await;
+    let status = status?;
+    if args.json {
+        print_json(&StatusJson {
+            name: &args.name,
+            locked: status.locked,
+            hold_count: status.holder_count,
+            ttl_ms: status
+                .remaining_ttl
+                .map(|ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+            fencing_counter: status.fencing_counter,
+            nodes_answered: status.answered,
+            nodes: status.nodes,
+        })?;
+    } else {
+        println!("{}", status_line(&args.name, &status));
+    }
+    Ok(0)
+}
+
+fn status_line(name: &str, status: &LockStatus) -> String {
+    let held = match status.locked {
+        true => format!(
+            "{} (hold count {})",
+            describe(Some(status)),
+            status.holder_count
+        ),
+        false => describe(Some(status)),
+    };
+    let counter = match status.fencing_counter {
+        Some(counter) => format!("fencing counter {counter}"),
+        None => "no fencing counter yet".to_owned(),
+    };
+    format!(
+        "{name}: {held}; {counter}; {} of {} nodes answered",
+        status.answered, status.nodes
+    )
+}
+
+/// Deletes the lock whoever holds it.
+///
+/// # Errors
+///
+/// [`Failure::Usage`] without `--force`; as [`connect`], and the library's errors of
+/// `RLock::force_unlock`.
+pub(crate) async fn unlock(
+    args: &UnlockArgs,
+    connection: &Connection,
+    out: &Reporter,
+) -> Result<u8, Failure> {
+    if !args.force {
+        return Err(Failure::Usage(format!(
+            "`redlock unlock` deletes {} whoever holds it, and the holder's job is told it lost \
+             the lock: pass --force to mean it",
+            args.name
+        )));
+    }
+    let client: LockClient = connect(connection, NO_HOLDS, out).await?;
+    let deleted = client.get_lock(args.name.as_str()).force_unlock().await;
+    client.shutdown().await;
+    let deleted = deleted?;
+    if args.json {
+        print_json(&UnlockJson {
+            name: &args.name,
+            deleted,
+        })?;
+    } else if deleted {
+        println!("{}: force-unlocked", args.name);
+    } else {
+        println!("{}: was not locked", args.name);
+    }
+    Ok(0)
+}
+
+fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+    let line = serde_json::to_string(value).map_err(|err| Failure::System {
+        what: "write JSON",
+        source: err.into(),
+    })?;
+    println!("{line}");
+    Ok(())
+}

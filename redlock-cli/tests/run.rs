@@ -1,0 +1,321 @@
+//! `redlock run` as cron uses it: real `redlock` processes, real masters, real signals.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use redlock_testkit::eventually;
+use support::*;
+
+#[test]
+fn of_two_no_wait_runs_started_together_exactly_one_runs_the_job() {
+    let (_masters, nodes) = masters(3);
+    let scratch = Scratch::new();
+    let job = job_until(&scratch.path("out"), &scratch.path("go"));
+    let start = || {
+        Running::start(
+            redlock(&nodes)
+                .args(["run", "report", "--no-wait", "--"])
+                .args(&job),
+        )
+    };
+    let mut first = start();
+    let mut second = start();
+    // The job waits for `go`, so the run that did not get the lock has to give up first.
+    assert!(
+        eventually(PATIENCE, || first.has_exited() || second.has_exited()),
+        "neither run gave up"
+    );
+    let (busy, runner) = if first.has_exited() {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    let busy = busy.wait();
+    busy.assert_code(BUSY);
+    assert_eq!(busy.stderr, "", "busy is silent when not on a terminal");
+    scratch.touch("go");
+    runner.wait().assert_code(0);
+    assert_eq!(scratch.read("out"), "ran\n", "the job ran exactly once");
+    assert!(!locked(&nodes, "report"), "released after the job");
+}
+
+#[test]
+fn the_busy_exit_code_can_be_chosen_and_is_said_with_v() {
+    let (_masters, nodes) = masters(1);
+    let scratch = Scratch::new();
+    let holder = Running::start(
+        redlock(&nodes)
+            .args(["run", "report", "--"])
+            .args(job_until(&scratch.path("out"), &scratch.path("go"))),
+    );
+    scratch.await_file("out");
+    let busy = finish(redlock(&nodes).args([
+        "run",
+        "report",
+        "--no-wait",
+        "-E",
+        "1",
+        "-v",
+        "--",
+        "false",
+    ]));
+    busy.assert_code(1);
+    assert!(busy.stderr.contains("report is busy (held, "), "{busy:#?}");
+    let waited = finish(redlock(&nodes).args(["run", "report", "--wait", "300ms", "--", "true"]));
+    waited.assert_code(BUSY);
+    scratch.touch("go");
+    holder.wait().assert_code(0);
+}
+
+#[test]
+fn eight_waiting_runs_on_five_masters_all_run_one_at_a_time_in_token_order() {
+    let (_masters, nodes) = masters(5);
+    let scratch = Scratch::new();
+    let log = scratch.path("log");
+    let job = sh(&format!(
+        "echo \"start $REDLOCK_NAME $REDLOCK_FENCING_TOKEN\" >> '{0}'; sleep 0.05; \
+         echo \"end $REDLOCK_NAME $REDLOCK_FENCING_TOKEN\" >> '{0}'",
+        log.display()
+    ));
+    let runs: Vec<Running> = (0..8)
+        .map(|_| {
+            Running::start(
+                redlock(&nodes)
+                    .args(["run", "nightly", "--wait", "60s", "--"])
+                    .args(&job),
+            )
+        })
+        .collect();
+    for run in runs {
+        run.wait().assert_code(0);
+    }
+    let text = scratch.read("log");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 16, "every job ran once:\n{text}");
+    let mut last_token = 0;
+    for pair in lines.chunks(2) {
+        let start = pair[0].strip_prefix("start nightly ");
+        let end = pair[1].strip_prefix("end nightly ");
+        assert!(
+            start.is_some() && start == end,
+            "a job started or ended inside another:\n{text}"
+        );
+        let token: u64 = start.and_then(|t| t.parse().ok()).expect("a token");
+        assert!(token > last_token, "tokens go up with each job:\n{text}");
+        last_token = token;
+    }
+}
+
+#[test]
+fn a_killed_redlock_takes_its_job_along_and_frees_the_lock_after_its_lease() {
+    let (_masters, nodes) = masters(3);
+    let scratch = Scratch::new();
+    let pid_file = scratch.path("pid");
+    let watchdog = Duration::from_secs(3);
+    let holder = Running::start(
+        redlock(&nodes)
+            .args(["run", "cron", "--watchdog-timeout", "3s", "--"])
+            .args(sh(&format!(
+                "echo $$ > '{}.tmp'; mv '{0}.tmp' '{0}'; exec sleep 600",
+                pid_file.display()
+            ))),
+    );
+    scratch.await_file("pid");
+    let job: i32 = scratch.read("pid").trim().parse().expect("the job's pid");
+    holder.signal(Signal::SIGKILL);
+    let killed = Instant::now();
+    drop(holder);
+    // The job dies with redlock (its parent-death signal), long before the lease runs out.
+    assert!(
+        eventually(PATIENCE, || is_dead(job)),
+        "the job outlived the redlock that held its lock"
+    );
+    // Nobody released the lock: it is still held until its lease runs out.
+    let status = status(&nodes, "cron");
+    assert_eq!(status["locked"], true, "{status}");
+    let next = finish(
+        redlock(&nodes)
+            .args(["run", "cron", "--wait", "60s", "--"])
+            .arg("true"),
+    );
+    next.assert_code(0);
+    // The lease was renewed a third of the watchdog timeout ago at most: two thirds of it were
+    // left when the holder died (less the time to notice; half is a safe floor).
+    let waited = killed.elapsed();
+    assert!(
+        waited >= watchdog / 2,
+        "the next run got in {waited:?} after the kill, before the lease could run out"
+    );
+}
+
+#[test]
+fn a_force_unlock_from_outside_sends_sigterm_and_exits_lost() {
+    let (_masters, nodes) = masters(3);
+    let scratch = Scratch::new();
+    let script = format!(
+        "trap 'echo term >> \"{0}\"; exit 0' TERM; echo ready > '{1}'; \
+         while true; do sleep 0.05; done",
+        scratch.path("out").display(),
+        scratch.path("ready").display()
+    );
+    let holder = Running::start(
+        redlock(&nodes)
+            .args(["run", "export", "--watchdog-timeout", "3s", "--"])
+            .args(sh(&script)),
+    );
+    scratch.await_file("ready");
+    let forced = finish(redlock(&nodes).args(["unlock", "--force", "export", "--json"]));
+    forced.assert_code(0);
+    let answer: serde_json::Value = serde_json::from_str(forced.stdout.trim()).expect("json");
+    assert_eq!(answer["deleted"], true, "{forced:#?}");
+    let done = holder.wait();
+    done.assert_code(LOST);
+    assert_eq!(scratch.read("out"), "term\n", "the job got SIGTERM once");
+    assert!(
+        done.stderr.contains("was lost while the job ran"),
+        "{done:#?}"
+    );
+}
+
+#[test]
+fn a_job_that_ignores_sigterm_is_killed_after_the_grace() {
+    let (_masters, nodes) = masters(1);
+    let scratch = Scratch::new();
+    let script = format!(
+        "trap '' TERM; echo ready > '{}'; while true; do sleep 0.05; done",
+        scratch.path("ready").display()
+    );
+    let holder = Running::start(
+        redlock(&nodes)
+            .args([
+                "run",
+                "stubborn",
+                "--watchdog-timeout",
+                "3s",
+                "--grace",
+                "1s",
+                "--",
+            ])
+            .args(sh(&script)),
+    );
+    scratch.await_file("ready");
+    finish(redlock(&nodes).args(["unlock", "--force", "stubborn"])).assert_code(0);
+    let done = holder.wait();
+    done.assert_code(LOST);
+    assert!(done.stderr.contains("SIGKILL"), "{done:#?}");
+    assert!(
+        done.stderr.contains("the job exited with 137"),
+        "killed by SIGKILL: {done:#?}"
+    );
+}
+
+#[test]
+fn a_job_that_outlives_its_fixed_lease_is_stopped_as_lost() {
+    let (_masters, nodes) = masters(1);
+    let done =
+        finish(redlock(&nodes).args(["run", "short", "--lease", "1s", "--", "sleep", "600"]));
+    done.assert_code(LOST);
+    assert!(done.stderr.contains("lease ran out"), "{done:#?}");
+    assert!(!locked(&nodes, "short"));
+}
+
+#[test]
+fn signals_reach_the_job_and_the_lock_frees_as_soon_as_it_exits() {
+    let (_masters, nodes) = masters(3);
+    for (signal, name) in [
+        (Signal::SIGINT, "INT"),
+        (Signal::SIGTERM, "TERM"),
+        (Signal::SIGHUP, "HUP"),
+    ] {
+        let scratch = Scratch::new();
+        let script = format!(
+            "trap 'echo {name} >> \"{0}\"; exit 0' {name}; echo ready > '{1}'; \
+             while true; do sleep 0.05; done",
+            scratch.path("out").display(),
+            scratch.path("ready").display()
+        );
+        let holder = Running::start(redlock(&nodes).args(["run", "sig", "--"]).args(sh(&script)));
+        scratch.await_file("ready");
+        holder.signal(signal);
+        // The job handled the signal and exited 0: so does redlock.
+        holder.wait().assert_code(0);
+        assert_eq!(
+            scratch.read("out"),
+            format!("{name}\n"),
+            "{signal} forwarded once"
+        );
+        // Released, not left to its 30 s lease.
+        assert!(
+            !locked(&nodes, "sig"),
+            "{signal}: still locked after the job exited"
+        );
+    }
+    // A job that does not handle it dies of it: 128 + SIGTERM.
+    let scratch = Scratch::new();
+    let holder = Running::start(redlock(&nodes).args(["run", "sig", "--"]).args(sh(&format!(
+        "echo ready > '{}'; exec sleep 600",
+        scratch.path("ready").display()
+    ))));
+    scratch.await_file("ready");
+    holder.signal(Signal::SIGTERM);
+    holder.wait().assert_code(128 + 15);
+    assert!(!locked(&nodes, "sig"));
+}
+
+#[test]
+fn a_signal_while_waiting_ends_the_wait_and_leaves_nothing_behind() {
+    let (_masters, nodes) = masters(3);
+    let scratch = Scratch::new();
+    let holder = Running::start(
+        redlock(&nodes)
+            .args(["run", "queue", "--"])
+            .args(job_until(&scratch.path("out"), &scratch.path("go"))),
+    );
+    scratch.await_file("out");
+    let waiter = Running::start(redlock(&nodes).args(["run", "queue", "-v", "--"]).args(sh(
+        &format!("echo waiter >> '{}'", scratch.path("out").display()),
+    )));
+    assert!(
+        eventually(PATIENCE, || waiter.stderr().contains("waiting for queue")),
+        "the waiter never said it waits: {}",
+        waiter.stderr()
+    );
+    waiter.signal(Signal::SIGTERM);
+    let gave_up = waiter.wait();
+    gave_up.assert_code(128 + 15);
+    scratch.touch("go");
+    holder.wait().assert_code(0);
+    assert_eq!(scratch.read("out"), "ran\n", "the waiter's job never ran");
+    assert!(!locked(&nodes, "queue"), "the waiter left a lock behind");
+}
+
+#[test]
+fn the_job_gets_the_name_and_a_token_the_status_counter_covers() {
+    let (_masters, nodes) = masters(3);
+    let scratch = Scratch::new();
+    let holder = Running::start(redlock(&nodes).args(["run", "env", "--"]).args(sh(&format!(
+        "echo \"$REDLOCK_NAME $REDLOCK_FENCING_TOKEN\" > '{0}.tmp'; mv '{0}.tmp' '{0}'; \
+         while [ ! -e '{1}' ]; do sleep 0.02; done; exit 7",
+        scratch.path("env").display(),
+        scratch.path("go").display()
+    ))));
+    scratch.await_file("env");
+    let env = scratch.read("env");
+    let (name, token) = env.trim().split_once(' ').expect("name and token");
+    assert_eq!(name, "env");
+    let token: u64 = token.parse().expect("a numeric token");
+    let held = status(&nodes, "env");
+    assert_eq!(held["locked"], true, "{held}");
+    assert_eq!(held["hold_count"], 1, "{held}");
+    let ttl = held["ttl_ms"].as_u64().expect("a ttl while held");
+    assert!(ttl > 0 && ttl <= 30_000, "{held}");
+    assert!(held["fencing_counter"].as_u64() >= Some(token), "{held}");
+    assert_eq!(held["nodes_answered"], 3);
+    scratch.touch("go");
+    holder.wait().assert_code(7);
+    let free = status(&nodes, "env");
+    assert_eq!(free["locked"], false, "{free}");
+    assert_eq!(free["ttl_ms"], serde_json::Value::Null, "{free}");
+}

@@ -1,0 +1,235 @@
+//! Running the real `redlock` binary against real redis-server processes.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use redlock_testkit::{eventually, RedisCluster};
+
+/// Long enough for anything a test waits on, on a busy machine.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The busy exit code.
+pub const BUSY: i32 = 75;
+/// The no-quorum exit code.
+pub const UNAVAILABLE: i32 = 69;
+/// The lost exit code.
+pub const LOST: i32 = 79;
+/// The usage exit code.
+pub const USAGE: i32 = 64;
+
+/// `redlock` with `nodes` (none when empty) and a clean environment of ours.
+pub fn redlock(nodes: &[String]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_redlock"));
+    for var in ["REDLOCK_NODES", "REDLOCK_KEY_PREFIX", "RUST_LOG"] {
+        command.env_remove(var);
+    }
+    if !nodes.is_empty() {
+        command.env("REDLOCK_NODES", nodes.join(","));
+    }
+    command.stdin(Stdio::null());
+    command
+}
+
+/// A finished `redlock`.
+#[derive(Debug)]
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    pub fn code(&self) -> i32 {
+        self.status
+            .code()
+            .unwrap_or_else(|| panic!("killed: {self:?}"))
+    }
+
+    /// Asserts the exit code, showing what redlock said if it differs.
+    pub fn assert_code(&self, code: i32) -> &Self {
+        assert_eq!(self.status.code(), Some(code), "{self:#?}");
+        self
+    }
+}
+
+/// Runs `command` to the end.
+pub fn finish(command: &mut Command) -> Finished {
+    Running::start(command).wait()
+}
+
+/// A running `redlock`, its standard error collected as it comes.
+#[derive(Debug)]
+pub struct Running {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    pub fn start(command: &mut Command) -> Running {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("redlock starts");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let pipe = child.stderr.take().expect("stderr piped");
+        let collected = Arc::clone(&stderr);
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut text = collected.lock().expect("stderr");
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+        Running {
+            child,
+            stderr,
+            reader: Some(reader),
+        }
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(i32::try_from(self.child.id()).expect("pid"))
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        kill(self.pid(), signal).expect("signal redlock");
+    }
+
+    /// What it said on standard error so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().expect("stderr").clone()
+    }
+
+    /// Whether it has exited (without reaping it).
+    pub fn has_exited(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_some()
+    }
+
+    /// Waits for it to exit, at most [`PATIENCE`].
+    pub fn wait(mut self) -> Finished {
+        let deadline = Instant::now() + PATIENCE;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "redlock did not exit within {PATIENCE:?}: {}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("stderr reader");
+        }
+        let mut stdout = String::new();
+        if let Some(mut pipe) = self.child.stdout.take() {
+            std::io::Read::read_to_string(&mut pipe, &mut stdout).expect("stdout");
+        }
+        Finished {
+            status,
+            stdout,
+            stderr: self.stderr(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `redlock status NAME --json` (which must succeed).
+pub fn status(nodes: &[String], name: &str) -> serde_json::Value {
+    let done = finish(redlock(nodes).args(["status", name, "--json"]));
+    done.assert_code(0);
+    serde_json::from_str(done.stdout.trim()).unwrap_or_else(|err| panic!("{err}: {done:#?}"))
+}
+
+/// Whether a majority holds the lock `name`.
+pub fn locked(nodes: &[String], name: &str) -> bool {
+    status(nodes, name)["locked"]
+        .as_bool()
+        .expect("`locked` is a boolean")
+}
+
+/// A scratch directory for the jobs' files.
+pub struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The file's text ("" when absent).
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap_or_default()
+    }
+
+    /// Waits until the file exists, at most [`PATIENCE`].
+    pub fn await_file(&self, name: &str) {
+        let path = self.path(name);
+        assert!(
+            eventually(PATIENCE, || path.exists()),
+            "{} never appeared",
+            path.display()
+        );
+    }
+
+    pub fn touch(&self, name: &str) {
+        std::fs::write(self.path(name), "").expect("touch");
+    }
+}
+
+/// A job (`sh -c SCRIPT`) that appends `ran` to `out`, then waits until `go` exists.
+pub fn job_until(out: &Path, go: &Path) -> Vec<String> {
+    sh(&format!(
+        "echo ran >> '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
+        out.display(),
+        go.display()
+    ))
+}
+
+/// `sh -c script` as a command line.
+pub fn sh(script: &str) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), script.into()]
+}
+
+/// Masters for one test.
+pub fn masters(n: usize) -> (RedisCluster, Vec<String>) {
+    let cluster = RedisCluster::start(n);
+    let urls = cluster.urls();
+    (cluster, urls)
+}
+
+/// Whether process `pid` is gone or a zombie (dead, not yet reaped).
+pub fn is_dead(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+    }
+}
