@@ -7,8 +7,8 @@
 //! before the lock's lease runs out and someone else's job can start. Doing this in the
 //! trampoline rather than between `fork` and `exec` keeps the crate free of `unsafe`.
 
-use std::ffi::{CString, OsString};
-use std::os::unix::ffi::OsStringExt;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
 use std::process::ExitStatus;
 
 use nix::sys::signal::{killpg, Signal};
@@ -16,6 +16,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 use crate::exit::{self, Failure};
+use crate::report::say;
 
 /// The trampoline's argument: `redlock __exec PARENT_PID -- COMMAND [ARGS...]`.
 pub(crate) const TRAMPOLINE: &str = "__exec";
@@ -98,13 +99,15 @@ pub(crate) fn trampoline(args: &[OsString]) -> u8 {
             (parent, command)
         }
         _ => {
-            eprintln!("redlock: {TRAMPOLINE} is redlock's own; use `redlock run`");
+            say(format_args!(
+                "{TRAMPOLINE} is redlock's own; use `redlock run`"
+            ));
             return exit::USAGE;
         }
     };
     #[cfg(target_os = "linux")]
     if let Err(err) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
-        eprintln!("redlock: cannot tie the job to redlock's life: {err}");
+        say(format_args!("cannot tie the job to redlock's life: {err}"));
         return exit::SOFTWARE;
     }
     // The parent may have died before the request above: then nobody holds the lock for us.
@@ -112,26 +115,18 @@ pub(crate) fn trampoline(args: &[OsString]) -> u8 {
     if expected != Some(nix::unistd::getppid().as_raw()) {
         return exit::LOST;
     }
-    let program = command[0].clone();
-    let argv: Result<Vec<CString>, _> = command
-        .iter()
-        .map(|arg| CString::new(arg.clone().into_vec()))
-        .collect();
-    let Ok(argv) = argv else {
-        eprintln!(
-            "redlock: cannot run `{}`: an argument contains a NUL byte",
-            program.to_string_lossy()
-        );
-        return exit::CANNOT_RUN;
-    };
-    // Only returns on failure.
-    let err = match nix::unistd::execvp(&argv[0], &argv) {
-        Err(err) => err,
-        Ok(never) => match never {},
-    };
-    eprintln!("redlock: cannot run `{}`: {err}", program.to_string_lossy());
-    match err {
-        nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR => exit::NOT_FOUND,
+    // std's `exec` does what `spawn` does before its `execvp`: SIGPIPE back to its default
+    // (Rust ignores it, and an ignored signal stays ignored across exec), the PATH lookup.
+    let program = &command[0];
+    let err = std::process::Command::new(program)
+        .args(&command[1..])
+        .exec();
+    say(format_args!(
+        "cannot run `{}`: {err}",
+        program.to_string_lossy()
+    ));
+    match err.kind() {
+        std::io::ErrorKind::NotFound => exit::NOT_FOUND,
         _ => exit::CANNOT_RUN,
     }
 }

@@ -90,6 +90,6 @@ fn usage_error(err: &clap::Error) -> u8 {
     }
     let line = line.join(" ");
     let line = line.strip_prefix("error: ").unwrap_or(&line);
-    eprintln!("redlock: {line} (see redlock --help)");
+    report::say(format_args!("{line} (see redlock --help)"));
     exit::USAGE
 }

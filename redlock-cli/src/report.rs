@@ -3,7 +3,7 @@
 //!
 //! Nothing here prints a node URL: nodes are named by their redacted address only.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -61,20 +61,20 @@ impl Reporter {
 
     /// An error: always said.
     pub(crate) fn error(&self, message: &str) {
-        eprintln!("redlock: {message}");
+        say(message);
     }
 
     /// Something the user should know (a lost lock, a failed release): said unless `-q`.
     pub(crate) fn warn(&self, message: &str) {
         if self.level > Level::Quiet {
-            eprintln!("redlock: {message}");
+            say(message);
         }
     }
 
     /// What happens, step by step: said with `-v`.
     pub(crate) fn info(&self, message: &str) {
         if self.level >= Level::Verbose {
-            eprintln!("redlock: {message}");
+            say(message);
         }
     }
 
@@ -82,7 +82,7 @@ impl Reporter {
     /// unless `-q`, and with `-v`.
     pub(crate) fn notice(&self, message: &str) {
         if self.shows_notices() {
-            eprintln!("redlock: {message}");
+            say(message);
         }
     }
 
@@ -142,6 +142,17 @@ impl Drop for Waiting {
             spinner.finish_and_clear();
         }
     }
+}
+
+/// Writes a `redlock: ` line on standard error. Nothing panics on a closed pipe: writing is
+/// best effort (Rust ignores SIGPIPE, so a write to a closed pipe is an error, not a death).
+pub(crate) fn say(message: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "redlock: {message}");
+}
+
+/// Writes a line of an answer (`status`, `unlock`) on standard output, best effort as [`say`].
+pub(crate) fn answer(line: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
 /// A lock's status in a few words: `held, 12 s left`.

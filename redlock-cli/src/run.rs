@@ -12,7 +12,7 @@ use crate::connect::connect;
 use crate::exit::{self, Failure};
 use crate::job::{self, Job};
 use crate::report::{describe, seconds, Reporter};
-use crate::signals::Forwarded;
+use crate::signals::{stop_self, Forwarded};
 
 /// A wait shorter than this goes unmentioned.
 const MENTION_WAITS_AFTER: Duration = Duration::from_millis(250);
@@ -35,7 +35,7 @@ pub(crate) async fn run(
     })?;
     let client = tokio::select! {
         client = connect(connection, args.watchdog_timeout, out) => client?,
-        signal = signals.next() => return Err(Failure::Interrupted(signal as i32)),
+        signal = signals.next_ending() => return Err(Failure::Interrupted(signal as i32)),
     };
     let outcome = hold_and_run(&client, args, &mut signals, out).await;
     client.shutdown().await;
@@ -53,7 +53,7 @@ async fn hold_and_run(
     // Dropping the attempt on a signal leaves no lock and no waiter behind.
     let guard = tokio::select! {
         guard = acquire(&lock, args, out) => guard?,
-        signal = signals.next() => return Err(Failure::Interrupted(signal as i32)),
+        signal = signals.next_ending() => return Err(Failure::Interrupted(signal as i32)),
     };
     let Some(guard) = guard else {
         return Err(busy(&lock, args, out).await);
@@ -181,28 +181,27 @@ async fn supervise(
                     Err(err) => Ran::Unwatched(err),
                 };
             }
-            signal = signals.next() => {
-                out.info(&format!("passing {signal} on to the job"));
-                job.signal(signal);
-            }
+            signal = signals.next() => match signal {
+                Signal::SIGTSTP => {
+                    job.signal(Signal::SIGSTOP);
+                    stop_self();
+                    // Continued. Renewal stopped with redlock: the job goes on only if the
+                    // lock is still ours on a majority (a renewal follows at once).
+                    if !was_lost && !still_held(guard).await {
+                        was_lost = true;
+                        kill_at = act_on_lost(job, args, out, "it ran out while redlock was stopped");
+                    } else {
+                        job.signal(Signal::SIGCONT);
+                    }
+                }
+                forwarded => {
+                    out.info(&format!("passing {forwarded} on to the job"));
+                    job.signal(forwarded);
+                }
+            },
             reason = &mut lost, if !was_lost => {
                 was_lost = true;
-                let lost = format!("the lock {} was lost while the job ran: {reason}", args.name);
-                match args.on_lost {
-                    OnLost::Term => {
-                        out.warn(&format!(
-                            "{lost}; sending SIGTERM to the job, SIGKILL in {}",
-                            seconds(args.grace)
-                        ));
-                        job.signal(Signal::SIGTERM);
-                        kill_at = Some(Instant::now() + args.grace);
-                    }
-                    OnLost::Kill => {
-                        out.warn(&format!("{lost}; killing the job"));
-                        job.signal(Signal::SIGKILL);
-                    }
-                    OnLost::Ignore => out.warn(&format!("{lost}; letting it finish (--on-lost ignore)")),
-                }
+                kill_at = act_on_lost(job, args, out, &reason.to_string());
             }
             () = sleep_until(kill_at), if kill_at.is_some() => {
                 out.warn(&format!("the job outlived its {} of grace: SIGKILL", seconds(args.grace)));
@@ -211,6 +210,41 @@ async fn supervise(
             }
         }
     }
+}
+
+/// Whether the guard's hold is still live and held on a majority. Not knowing (no quorum)
+/// counts as lost: the job must not run on without the lock.
+async fn still_held(guard: &LockGuard) -> bool {
+    !guard.is_lost() && guard.lock().hold_count().await.is_ok_and(|count| count > 0)
+}
+
+/// Does to the job what `--on-lost` says; the time to SIGKILL it, if any.
+fn act_on_lost(job: &Job, args: &RunArgs, out: &Reporter, why: &str) -> Option<Instant> {
+    let lost = format!("the lock {} was lost while the job ran: {why}", args.name);
+    let kill_at = match args.on_lost {
+        OnLost::Term => {
+            out.warn(&format!(
+                "{lost}; sending SIGTERM to the job, SIGKILL in {}",
+                seconds(args.grace)
+            ));
+            job.signal(Signal::SIGTERM);
+            Some(Instant::now() + args.grace)
+        }
+        OnLost::Kill => {
+            out.warn(&format!("{lost}; killing the job"));
+            job.signal(Signal::SIGKILL);
+            None
+        }
+        OnLost::Ignore => {
+            out.warn(&format!("{lost}; letting it finish (--on-lost ignore)"));
+            None
+        }
+    };
+    // A job stopped with redlock (Ctrl-Z) must run to handle its SIGTERM, or to finish.
+    if args.on_lost != OnLost::Kill {
+        job.signal(Signal::SIGCONT);
+    }
+    kill_at
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::args::{Connection, StatusArgs, UnlockArgs};
 use crate::connect::connect;
 use crate::exit::Failure;
-use crate::report::{describe, Reporter};
+use crate::report::{answer, describe, Reporter};
 
 /// The lease the client would renew: these commands take no lock, so any valid one does.
 const NO_HOLDS: Duration = Duration::from_secs(30);
@@ -60,7 +60,7 @@ pub(crate) async fn status(
             nodes: status.nodes,
         })?;
     } else {
-        println!("{}", status_line(&args.name, &status));
+        answer(status_line(&args.name, &status));
     }
     Ok(0)
 }
@@ -112,9 +112,9 @@ pub(crate) async fn unlock(
             deleted,
         })?;
     } else if deleted {
-        println!("{}: force-unlocked", args.name);
+        answer(format_args!("{}: force-unlocked", args.name));
     } else {
-        println!("{}: was not locked", args.name);
+        answer(format_args!("{}: was not locked", args.name));
     }
     Ok(0)
 }
@@ -124,6 +124,6 @@ fn print_json(value: &impl Serialize) -> Result<(), Failure> {
         what: "write JSON",
         source: err.into(),
     })?;
-    println!("{line}");
+    answer(line);
     Ok(())
 }

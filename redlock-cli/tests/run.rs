@@ -319,3 +319,78 @@ fn the_job_gets_the_name_and_a_token_the_status_counter_covers() {
     assert_eq!(free["locked"], false, "{free}");
     assert_eq!(free["ttl_ms"], serde_json::Value::Null, "{free}");
 }
+
+/// The state letter of process `pid` (`T` when stopped), if it exists.
+fn state_of(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().next().map(str::to_owned)
+}
+
+/// A job that writes its pid, then ticks until `go` exists (and exits 0), writing `term` and
+/// exiting on SIGTERM.
+fn ticking_job(scratch: &Scratch) -> Vec<String> {
+    sh(&format!(
+        "trap 'echo term >> \"{out}\"; exit 0' TERM; echo $$ > '{pid}.tmp'; mv '{pid}.tmp' '{pid}'; \
+         while [ ! -e '{go}' ]; do sleep 0.02; done",
+        out = scratch.path("out").display(),
+        pid = scratch.path("pid").display(),
+        go = scratch.path("go").display(),
+    ))
+}
+
+#[test]
+fn ctrl_z_stops_the_job_with_redlock_and_continuing_resumes_it_while_held() {
+    let (_masters, nodes) = masters(1);
+    let scratch = Scratch::new();
+    let holder = Running::start(
+        redlock(&nodes)
+            .args(["run", "pausable", "--"])
+            .args(ticking_job(&scratch)),
+    );
+    scratch.await_file("pid");
+    let job: i32 = scratch.read("pid").trim().parse().expect("pid");
+    let redlock = holder.pid().as_raw();
+    holder.signal(Signal::SIGTSTP);
+    let stopped = |pid| state_of(pid).as_deref() == Some("T");
+    assert!(
+        eventually(PATIENCE, || stopped(redlock) && stopped(job)),
+        "both stop"
+    );
+    holder.signal(Signal::SIGCONT);
+    assert!(eventually(PATIENCE, || !stopped(job)), "the job goes on");
+    scratch.touch("go");
+    holder.wait().assert_code(0);
+    assert_eq!(
+        scratch.read("out"),
+        "",
+        "no SIGTERM: the lock was held throughout"
+    );
+}
+
+#[test]
+fn a_job_stopped_past_its_lease_is_not_continued_without_the_lock() {
+    let (_masters, nodes) = masters(1);
+    let scratch = Scratch::new();
+    let holder = Running::start(
+        redlock(&nodes)
+            .args(["run", "paused", "--watchdog-timeout", "1s", "--"])
+            .args(ticking_job(&scratch)),
+    );
+    scratch.await_file("pid");
+    holder.signal(Signal::SIGTSTP);
+    // Stopped, redlock renews nothing: the lock runs out.
+    assert!(
+        eventually(PATIENCE, || !locked(&nodes, "paused")),
+        "the lease never ran out"
+    );
+    holder.signal(Signal::SIGCONT);
+    let done = holder.wait();
+    done.assert_code(LOST);
+    assert_eq!(scratch.read("out"), "term\n", "the job was told");
+    // Decided when redlock was continued, before the job was: not later, by the watchdog.
+    assert!(
+        done.stderr.contains("it ran out while redlock was stopped"),
+        "{done:#?}"
+    );
+}
