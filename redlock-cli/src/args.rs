@@ -19,8 +19,9 @@ Exit codes:
   128 + N         the job was killed by signal N, or redlock was interrupted by it while waiting
   70              anything else (an unexpected reply from Redis)
 
-Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the job's process group; the lock is
-released once the job has exited. If redlock itself dies, the job gets SIGKILL (Linux).";
+The lock is released once every process of the job's group has exited. SIGHUP, SIGINT,
+SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2 and SIGALRM are passed on to the group; Ctrl-Z stops the job
+with redlock. If redlock dies, the job's group is killed (Linux). See docs/cli.md.";
 
 /// A distributed flock(1): run a command while holding a lock on a quorum of Redis masters.
 #[derive(Debug, Parser)]
@@ -77,7 +78,7 @@ pub(crate) struct Verbosity {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run a command while holding the lock NAME: wait for it, run the command, release the
-    /// lock the moment the command exits, and exit with the command's code.
+    /// lock the moment the command (and what it started) is done, and exit with its code.
     #[command(after_help = RUN_EXIT_CODES)]
     Run(RunArgs),
     /// Show whether the lock NAME is held, for how long, how deep, and the fencing counter.

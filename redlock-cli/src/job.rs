@@ -1,25 +1,18 @@
-//! The job: the command run under the lock, in a process group of its own, dying with redlock.
-//!
-//! The command is started through redlock itself (`redlock __exec PARENT -- COMMAND...`, the
-//! trampoline): that process asks the kernel for SIGKILL when its parent dies (Linux
-//! `PR_SET_PDEATHSIG`, kept across `exec`), checks that its parent is still redlock, then
-//! `exec`s the command. So a redlock killed with SIGKILL takes its job with it at once, long
-//! before the lock's lease runs out and someone else's job can start. Doing this in the
-//! trampoline rather than between `fork` and `exec` keeps the crate free of `unsafe`.
+//! The job as redlock sees it: the command run under the lock, in a process group of its own
+//! led by its supervisor (`supervisor.rs`), which ends only when the whole job has.
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 use crate::exit::{self, Failure};
-use crate::report::say;
-
-/// The trampoline's argument: `redlock __exec PARENT_PID -- COMMAND [ARGS...]`.
-pub(crate) const TRAMPOLINE: &str = "__exec";
+use crate::procfs;
+use crate::supervisor::SUPERVISOR;
 
 /// A running job.
 #[derive(Debug)]
@@ -29,41 +22,40 @@ pub(crate) struct Job {
 }
 
 impl Job {
-    /// Starts `command` in a new process group with `env` added to its environment.
+    /// Starts `command` under its supervisor, in a new process group, with `env` added to its
+    /// environment.
     ///
     /// # Errors
     ///
-    /// [`Failure::Job`] when redlock's own executable cannot be started. A command that
-    /// cannot be found or run is reported by the trampoline, which exits 127 or 126.
+    /// [`Failure::System`] when redlock's own executable cannot be started. A command that
+    /// cannot be found or run is reported by the supervisor, which exits 127 or 126.
     pub(crate) fn start(command: &[OsString], env: &[(&str, String)]) -> Result<Job, Failure> {
-        let program = command.first().cloned().unwrap_or_default();
-        let failed = |source| Failure::Job {
-            program: program.clone(),
+        let failed = |source| Failure::System {
+            what: "start the job's supervisor (redlock's own executable)",
             source,
         };
-        let redlock = std::env::current_exe().map_err(failed)?;
-        let mut trampoline = Command::new(redlock);
-        trampoline
-            .arg(TRAMPOLINE)
+        let mut supervisor = Command::new(own_executable().map_err(failed)?);
+        supervisor
+            .arg(SUPERVISOR)
             .arg(std::process::id().to_string())
             .arg("--")
             .args(command)
             .envs(env.iter().map(|(key, value)| (key, value)))
             .process_group(0)
-            // A backstop: a job whose handle is dropped unwaited is not left running unlocked.
+            // A backstop: a supervisor whose handle is dropped unwaited is not left running.
             .kill_on_drop(true);
-        let child = trampoline.spawn().map_err(failed)?;
+        let child = supervisor.spawn().map_err(failed)?;
         let pid = child
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
-            .ok_or_else(|| failed(std::io::Error::other("the job has no process id")))?;
+            .ok_or_else(|| failed(std::io::Error::other("the supervisor has no process id")))?;
         Ok(Job {
             child,
             group: Pid::from_raw(pid),
         })
     }
 
-    /// Waits for the job to exit.
+    /// Waits for the job to end: the command and every process of its group.
     ///
     /// # Cancel safety
     ///
@@ -72,12 +64,32 @@ impl Job {
         self.child.wait().await
     }
 
-    /// Sends `signal` to the job's process group (the job and what it started). A group that
-    /// is already gone is not an error.
+    /// Sends `signal` to the job's process group. A group that is already gone is not an
+    /// error.
     pub(crate) fn signal(&self, signal: Signal) {
         if let Err(err) = killpg(self.group, signal) {
             tracing::debug!(%err, ?signal, "the job's process group is gone");
         }
+    }
+
+    /// Kills every process of the job and waits until none is alive: for when the job cannot
+    /// be waited for, before the lock is let go.
+    pub(crate) async fn kill_all(self) {
+        self.signal(Signal::SIGKILL);
+        drop(self.child);
+        while procfs::live_members(self.group.as_raw(), None) > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// redlock's own executable: `/proc/self/exe` on Linux, which still starts the running binary
+/// after it was replaced on disk (an upgrade while a job waits for its lock).
+fn own_executable() -> std::io::Result<PathBuf> {
+    if cfg!(target_os = "linux") {
+        Ok(PathBuf::from("/proc/self/exe"))
+    } else {
+        std::env::current_exe()
     }
 }
 
@@ -88,45 +100,5 @@ pub(crate) fn exit_code(status: ExitStatus) -> u8 {
         (Some(code), _) => u8::try_from(code).unwrap_or(exit::SOFTWARE),
         (None, Some(signal)) => exit::killed_by(signal),
         (None, None) => exit::SOFTWARE,
-    }
-}
-
-/// The trampoline (`redlock __exec PARENT -- COMMAND...`): dies with its parent, then becomes
-/// the command. Returns only when it could not: the exit code to end with.
-pub(crate) fn trampoline(args: &[OsString]) -> u8 {
-    let (parent, command) = match args {
-        [parent, separator, command @ ..] if separator == "--" && !command.is_empty() => {
-            (parent, command)
-        }
-        _ => {
-            say(format_args!(
-                "{TRAMPOLINE} is redlock's own; use `redlock run`"
-            ));
-            return exit::USAGE;
-        }
-    };
-    #[cfg(target_os = "linux")]
-    if let Err(err) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
-        say(format_args!("cannot tie the job to redlock's life: {err}"));
-        return exit::SOFTWARE;
-    }
-    // The parent may have died before the request above: then nobody holds the lock for us.
-    let expected = parent.to_str().and_then(|pid| pid.parse::<i32>().ok());
-    if expected != Some(nix::unistd::getppid().as_raw()) {
-        return exit::LOST;
-    }
-    // std's `exec` does what `spawn` does before its `execvp`: SIGPIPE back to its default
-    // (Rust ignores it, and an ignored signal stays ignored across exec), the PATH lookup.
-    let program = &command[0];
-    let err = std::process::Command::new(program)
-        .args(&command[1..])
-        .exec();
-    say(format_args!(
-        "cannot run `{}`: {err}",
-        program.to_string_lossy()
-    ));
-    match err.kind() {
-        std::io::ErrorKind::NotFound => exit::NOT_FOUND,
-        _ => exit::CANNOT_RUN,
     }
 }

@@ -13,10 +13,13 @@ mod args;
 mod connect;
 mod exit;
 mod job;
+mod procfs;
+mod redact;
 mod report;
 mod run;
 mod signals;
 mod status;
+mod supervisor;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -30,8 +33,8 @@ use crate::report::Reporter;
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|arg| arg == job::TRAMPOLINE) {
-        return ExitCode::from(job::trampoline(&args[2..]));
+    if args.get(1).is_some_and(|arg| arg == supervisor::SUPERVISOR) {
+        return ExitCode::from(supervisor::supervise(&args[2..]));
     }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
@@ -89,6 +92,7 @@ fn usage_error(err: &clap::Error) -> u8 {
         }
     }
     let line = line.join(" ");
+    let line = redact::credentials(&line);
     let line = line.strip_prefix("error: ").unwrap_or(&line);
     report::say(format_args!("{line} (see redlock --help)"));
     exit::USAGE

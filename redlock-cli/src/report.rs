@@ -159,6 +159,12 @@ pub(crate) fn answer(line: impl std::fmt::Display) {
 pub(crate) fn describe(status: Option<&LockStatus>) -> String {
     match status {
         None => "asking the nodes".to_owned(),
+        Some(status) if status.is_undecided() => format!(
+            "undecided: held on {} of {} nodes, {} did not answer",
+            status.held_on,
+            status.nodes,
+            status.nodes - status.answered
+        ),
         Some(status) if !status.locked => "free".to_owned(),
         Some(status) => match status.remaining_ttl {
             Some(ttl) => format!("held, {} left", seconds(ttl)),

@@ -12,7 +12,7 @@ use crate::connect::connect;
 use crate::exit::{self, Failure};
 use crate::job::{self, Job};
 use crate::report::{describe, seconds, Reporter};
-use crate::signals::{stop_self, Forwarded};
+use crate::signals::{stop_self, Caught};
 
 /// A wait shorter than this goes unmentioned.
 const MENTION_WAITS_AFTER: Duration = Duration::from_millis(250);
@@ -29,8 +29,8 @@ pub(crate) async fn run(
     connection: &Connection,
     out: &Reporter,
 ) -> Result<u8, Failure> {
-    let mut signals = Forwarded::catch().map_err(|source| Failure::System {
-        what: "catch SIGINT, SIGTERM and SIGHUP",
+    let mut signals = Caught::for_redlock().map_err(|source| Failure::System {
+        what: "catch the signals passed on to the job",
         source,
     })?;
     let client = tokio::select! {
@@ -45,7 +45,7 @@ pub(crate) async fn run(
 async fn hold_and_run(
     client: &LockClient,
     args: &RunArgs,
-    signals: &mut Forwarded,
+    signals: &mut Caught,
     out: &Reporter,
 ) -> Result<u8, Failure> {
     let lock = client.get_lock(args.name.as_str());
@@ -86,9 +86,9 @@ async fn hold_and_run(
             Ok(exit::LOST)
         }
         Ran::Unwatched(source) => {
-            // The job cannot be waited for: it is killed (its handle's kill on drop) before
-            // the lock is let go, so it never runs unlocked.
-            drop(job);
+            // The job cannot be waited for: every process of it is killed, and gone, before
+            // the lock is let go, so none runs unlocked.
+            job.kill_all().await;
             release(guard, args, out).await;
             Err(Failure::Job {
                 program: args.command[0].clone(),
@@ -165,7 +165,7 @@ async fn supervise(
     job: &mut Job,
     guard: &LockGuard,
     args: &RunArgs,
-    signals: &mut Forwarded,
+    signals: &mut Caught,
     out: &Reporter,
 ) -> Ran {
     let lost = guard.lost();
@@ -197,6 +197,8 @@ async fn supervise(
                 forwarded => {
                     out.info(&format!("passing {forwarded} on to the job"));
                     job.signal(forwarded);
+                    // A stopped job (waiting for a terminal it does not own, say) acts on it.
+                    job.signal(Signal::SIGCONT);
                 }
             },
             reason = &mut lost, if !was_lost => {
@@ -228,7 +230,8 @@ fn act_on_lost(job: &Job, args: &RunArgs, out: &Reporter, why: &str) -> Option<I
                 seconds(args.grace)
             ));
             job.signal(Signal::SIGTERM);
-            Some(Instant::now() + args.grace)
+            // A grace too long for the clock is no deadline.
+            Instant::now().checked_add(args.grace)
         }
         OnLost::Kill => {
             out.warn(&format!("{lost}; killing the job"));

@@ -19,6 +19,8 @@ const NO_HOLDS: Duration = Duration::from_secs(30);
 struct StatusJson<'a> {
     name: &'a str,
     locked: bool,
+    undecided: bool,
+    held_on: usize,
     hold_count: u32,
     ttl_ms: Option<u64>,
     fencing_counter: Option<u64>,
@@ -51,6 +53,8 @@ pub(crate) async fn status(
         print_json(&StatusJson {
             name: &args.name,
             locked: status.locked,
+            undecided: status.is_undecided(),
+            held_on: status.held_on,
             hold_count: status.holder_count,
             ttl_ms: status
                 .remaining_ttl

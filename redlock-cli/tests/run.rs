@@ -112,25 +112,31 @@ fn eight_waiting_runs_on_five_masters_all_run_one_at_a_time_in_token_order() {
 fn a_killed_redlock_takes_its_job_along_and_frees_the_lock_after_its_lease() {
     let (_masters, nodes) = masters(3);
     let scratch = Scratch::new();
-    let pid_file = scratch.path("pid");
     let watchdog = Duration::from_secs(3);
+    // The job starts a process of its own and waits for it: both must die with redlock.
     let holder = Running::start(
         redlock(&nodes)
             .args(["run", "cron", "--watchdog-timeout", "3s", "--"])
             .args(sh(&format!(
-                "echo $$ > '{}.tmp'; mv '{0}.tmp' '{0}'; exec sleep 600",
-                pid_file.display()
+                "sleep 600 & echo \"$$ $!\" > '{0}.tmp'; mv '{0}.tmp' '{0}'; wait",
+                scratch.path("pids").display()
             ))),
     );
-    scratch.await_file("pid");
-    let job: i32 = scratch.read("pid").trim().parse().expect("the job's pid");
+    scratch.await_file("pids");
+    let pids: Vec<i32> = scratch
+        .read("pids")
+        .split_whitespace()
+        .map(|pid| pid.parse().expect("a pid"))
+        .collect();
+    assert_eq!(pids.len(), 2, "the job and its child");
     holder.signal(Signal::SIGKILL);
     let killed = Instant::now();
     drop(holder);
-    // The job dies with redlock (its parent-death signal), long before the lease runs out.
+    // The job's supervisor kills the whole group when redlock dies, long before the lease
+    // runs out.
     assert!(
-        eventually(PATIENCE, || is_dead(job)),
-        "the job outlived the redlock that held its lock"
+        eventually(PATIENCE, || pids.iter().all(|pid| is_dead(*pid))),
+        "the job or its child outlived the redlock that held its lock"
     );
     // Nobody released the lock: it is still held until its lease runs out.
     let status = status(&nodes, "cron");
@@ -228,6 +234,8 @@ fn signals_reach_the_job_and_the_lock_frees_as_soon_as_it_exits() {
         (Signal::SIGINT, "INT"),
         (Signal::SIGTERM, "TERM"),
         (Signal::SIGHUP, "HUP"),
+        (Signal::SIGQUIT, "QUIT"),
+        (Signal::SIGUSR1, "USR1"),
     ] {
         let scratch = Scratch::new();
         let script = format!(
@@ -265,7 +273,7 @@ fn signals_reach_the_job_and_the_lock_frees_as_soon_as_it_exits() {
 }
 
 #[test]
-fn a_signal_while_waiting_ends_the_wait_and_leaves_nothing_behind() {
+fn a_signal_while_waiting_ends_the_wait_without_running_the_job() {
     let (_masters, nodes) = masters(3);
     let scratch = Scratch::new();
     let holder = Running::start(
@@ -288,7 +296,7 @@ fn a_signal_while_waiting_ends_the_wait_and_leaves_nothing_behind() {
     scratch.touch("go");
     holder.wait().assert_code(0);
     assert_eq!(scratch.read("out"), "ran\n", "the waiter's job never ran");
-    assert!(!locked(&nodes, "queue"), "the waiter left a lock behind");
+    assert!(!locked(&nodes, "queue"), "free once the holder is done");
 }
 
 #[test]
@@ -327,15 +335,12 @@ fn state_of(pid: i32) -> Option<String> {
     rest.split_whitespace().next().map(str::to_owned)
 }
 
-/// A job that writes its pid, then ticks until `go` exists (and exits 0), writing `term` and
-/// exiting on SIGTERM.
-fn ticking_job(scratch: &Scratch) -> Vec<String> {
+/// A job of one process (no fork while it runs, so a stop reaches it at once) that writes
+/// its pid and sleeps.
+fn sleeping_job(scratch: &Scratch) -> Vec<String> {
     sh(&format!(
-        "trap 'echo term >> \"{out}\"; exit 0' TERM; echo $$ > '{pid}.tmp'; mv '{pid}.tmp' '{pid}'; \
-         while [ ! -e '{go}' ]; do sleep 0.02; done",
-        out = scratch.path("out").display(),
+        "echo $$ > '{pid}.tmp'; mv '{pid}.tmp' '{pid}'; exec sleep 600",
         pid = scratch.path("pid").display(),
-        go = scratch.path("go").display(),
     ))
 }
 
@@ -346,7 +351,7 @@ fn ctrl_z_stops_the_job_with_redlock_and_continuing_resumes_it_while_held() {
     let holder = Running::start(
         redlock(&nodes)
             .args(["run", "pausable", "--"])
-            .args(ticking_job(&scratch)),
+            .args(sleeping_job(&scratch)),
     );
     scratch.await_file("pid");
     let job: i32 = scratch.read("pid").trim().parse().expect("pid");
@@ -359,13 +364,11 @@ fn ctrl_z_stops_the_job_with_redlock_and_continuing_resumes_it_while_held() {
     );
     holder.signal(Signal::SIGCONT);
     assert!(eventually(PATIENCE, || !stopped(job)), "the job goes on");
-    scratch.touch("go");
-    holder.wait().assert_code(0);
-    assert_eq!(
-        scratch.read("out"),
-        "",
-        "no SIGTERM: the lock was held throughout"
-    );
+    holder.signal(Signal::SIGTERM);
+    let done = holder.wait();
+    // Ended by the SIGTERM passed on, not as lost: the lock was held throughout.
+    done.assert_code(128 + 15);
+    assert!(!done.stderr.contains("lost"), "{done:#?}");
 }
 
 #[test]
@@ -375,7 +378,7 @@ fn a_job_stopped_past_its_lease_is_not_continued_without_the_lock() {
     let holder = Running::start(
         redlock(&nodes)
             .args(["run", "paused", "--watchdog-timeout", "1s", "--"])
-            .args(ticking_job(&scratch)),
+            .args(sleeping_job(&scratch)),
     );
     scratch.await_file("pid");
     holder.signal(Signal::SIGTSTP);
@@ -387,10 +390,119 @@ fn a_job_stopped_past_its_lease_is_not_continued_without_the_lock() {
     holder.signal(Signal::SIGCONT);
     let done = holder.wait();
     done.assert_code(LOST);
-    assert_eq!(scratch.read("out"), "term\n", "the job was told");
     // Decided when redlock was continued, before the job was: not later, by the watchdog.
     assert!(
         done.stderr.contains("it ran out while redlock was stopped"),
         "{done:#?}"
     );
+}
+
+#[test]
+fn the_lock_is_held_until_every_process_of_the_job_is_done() {
+    let (_masters, nodes) = masters(1);
+    let scratch = Scratch::new();
+    // The command exits at once; what it started in the background goes on until `go`.
+    let holder = Running::start(
+        redlock(&nodes)
+            .args(["run", "linger", "--"])
+            .args(sh(&format!(
+                "(while [ ! -e '{go}' ]; do sleep 0.02; done; echo late >> '{out}') & \
+         echo $$ > '{ready}.tmp'; mv '{ready}.tmp' '{ready}'; exit 0",
+                go = scratch.path("go").display(),
+                out = scratch.path("out").display(),
+                ready = scratch.path("ready").display(),
+            ))),
+    );
+    scratch.await_file("ready");
+    let command: i32 = scratch.read("ready").trim().parse().expect("pid");
+    assert!(
+        eventually(PATIENCE, || is_dead(command)),
+        "the command exits"
+    );
+    assert!(
+        locked(&nodes, "linger"),
+        "released while the job's process still ran"
+    );
+    scratch.touch("go");
+    let done = holder.wait();
+    done.assert_code(0);
+    assert_eq!(
+        scratch.read("out"),
+        "late\n",
+        "redlock exited before the job was done"
+    );
+    assert!(!locked(&nodes, "linger"));
+}
+
+#[test]
+fn a_lost_lock_kills_the_processes_that_ignore_sigterm_after_the_grace() {
+    let (_masters, nodes) = masters(1);
+    let scratch = Scratch::new();
+    let holder = Running::start(
+        redlock(&nodes)
+            .args([
+                "run",
+                "ignorer",
+                "--watchdog-timeout",
+                "3s",
+                "--grace",
+                "1s",
+                "--",
+            ])
+            .args(sh(&format!(
+                "(trap '' TERM; while true; do sleep 0.05; done) & \
+                 echo $! > '{0}.tmp'; mv '{0}.tmp' '{0}'; wait",
+                scratch.path("child").display()
+            ))),
+    );
+    scratch.await_file("child");
+    let child: i32 = scratch.read("child").trim().parse().expect("pid");
+    finish(redlock(&nodes).args(["unlock", "--force", "ignorer"])).assert_code(0);
+    let done = holder.wait();
+    done.assert_code(LOST);
+    assert!(
+        is_dead(child),
+        "a process of the job outlived redlock: {done:#?}"
+    );
+    assert!(done.stderr.contains("SIGKILL"), "{done:#?}");
+}
+
+#[test]
+fn a_signal_ignored_at_start_is_not_passed_on() {
+    let (_masters, nodes) = masters(1);
+    let scratch = Scratch::new();
+    // As under nohup: SIGHUP ignored. SIGUSR1 is passed on and ends the job.
+    let job = format!(
+        "trap 'echo usr1 >> \"{out}\"; exit 0' USR1; echo ready > '{ready}'; \
+         while true; do sleep 0.02; done",
+        out = scratch.path("out").display(),
+        ready = scratch.path("ready").display(),
+    );
+    let holder = Running::start(
+        std::process::Command::new("sh")
+            .env("REDLOCK_NODES", nodes.join(","))
+            .args(["-c", "trap '' HUP; exec \"$0\" \"$@\""])
+            .arg(env!("CARGO_BIN_EXE_redlock"))
+            .args(["run", "nohup", "--"])
+            .args(sh(&job)),
+    );
+    scratch.await_file("ready");
+    holder.signal(Signal::SIGHUP);
+    holder.signal(Signal::SIGUSR1);
+    // A SIGHUP passed on would have ended the job first, with 129.
+    holder.wait().assert_code(0);
+    assert_eq!(scratch.read("out"), "usr1\n");
+}
+
+#[test]
+fn an_ignored_sigchld_does_not_lose_the_jobs_exit_code() {
+    let (_masters, nodes) = masters(1);
+    let done = finish(
+        std::process::Command::new("sh")
+            .env("REDLOCK_NODES", nodes.join(","))
+            .args(["-c", "trap '' CHLD; exec \"$0\" \"$@\""])
+            .arg(env!("CARGO_BIN_EXE_redlock"))
+            .args(["run", "children", "--", "sh", "-c", "exit 3"]),
+    );
+    done.assert_code(3);
 }

@@ -44,8 +44,11 @@ pub(crate) struct Inspection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockStatus {
-    /// A majority of the nodes hold the lock for someone.
+    /// A majority of all the nodes hold the lock for someone (during contention, not
+    /// necessarily for one owner: then nobody can take it until the attempts are undone).
     pub locked: bool,
+    /// The nodes that answered and hold the lock for someone.
+    pub held_on: usize,
     /// The holder's hold count (nested acquisitions) that a majority reaches; 0 when free.
     pub holder_count: u32,
     /// The remaining lease that a majority reaches; `None` when free.
@@ -58,6 +61,16 @@ pub struct LockStatus {
     pub answered: usize,
     /// The nodes configured.
     pub nodes: usize,
+}
+
+impl LockStatus {
+    /// Whether the nodes that did not answer could make the lock held: it is not locked on a
+    /// majority of those that answered, but would be if they all held it. Neither "locked"
+    /// nor "free" can be said then.
+    pub fn is_undecided(&self) -> bool {
+        let quorum = self.nodes / 2 + 1;
+        !self.locked && self.held_on + (self.nodes - self.answered) >= quorum
+    }
 }
 
 pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspection, Error> {
@@ -93,6 +106,7 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
         remaining_ttl,
         status: LockStatus {
             locked,
+            held_on: fan.count(|node| node.exists),
             holder_count: if locked { holder_count } else { 0 },
             remaining_ttl: remaining_ttl.filter(|_| locked),
             fencing_counter: fan.values().filter_map(|node| node.counter).max(),
