@@ -11,14 +11,15 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 use crate::exit::{self, Failure};
-use crate::procfs;
-use crate::supervisor::SUPERVISOR;
+use crate::supervisor::{self, SUPERVISOR};
 
 /// A running job.
 #[derive(Debug)]
 pub(crate) struct Job {
     child: Child,
     group: Pid,
+    /// Every process of the group has ended and been collected.
+    done: bool,
 }
 
 impl Job {
@@ -41,9 +42,7 @@ impl Job {
             .arg("--")
             .args(command)
             .envs(env.iter().map(|(key, value)| (key, value)))
-            .process_group(0)
-            // A backstop: a supervisor whose handle is dropped unwaited is not left running.
-            .kill_on_drop(true);
+            .process_group(0);
         let child = supervisor.spawn().map_err(failed)?;
         let pid = child
             .id()
@@ -52,16 +51,42 @@ impl Job {
         Ok(Job {
             child,
             group: Pid::from_raw(pid),
+            done: false,
         })
     }
 
-    /// Waits for the job to end: the command and every process of its group.
+    /// Waits for the job to end: the command and every process of its group. If the
+    /// supervisor died before them (killed), the rest of the group is killed, and collected,
+    /// first: when this returns, no process of the job runs.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: the job keeps running, and a later call waits again.
     pub(crate) async fn wait(&mut self) -> std::io::Result<ExitStatus> {
-        self.child.wait().await
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.child.wait().await?;
+        if status.signal().is_some() {
+            self.signal(Signal::SIGKILL);
+        }
+        self.collect().await;
+        Ok(status)
+    }
+
+    /// Kills every process of the job and waits until none is left: for when the job cannot
+    /// be waited for, before the lock is let go.
+    pub(crate) async fn kill_all(&mut self) {
+        self.signal(Signal::SIGKILL);
+        let _ = self.child.wait().await;
+        self.collect().await;
+    }
+
+    /// Waits until no process of the group is left. Orphans of a dead supervisor are handed to
+    /// redlock (a subreaper, see `run`), so they are its children and `waitid` sees them.
+    async fn collect(&mut self) {
+        while supervisor::collect_group(self.group, |_, _| {}) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.done = true;
     }
 
     /// Sends `signal` to the job's process group. A group that is already gone is not an
@@ -71,14 +96,14 @@ impl Job {
             tracing::debug!(%err, ?signal, "the job's process group is gone");
         }
     }
+}
 
-    /// Kills every process of the job and waits until none is alive: for when the job cannot
-    /// be waited for, before the lock is let go.
-    pub(crate) async fn kill_all(self) {
-        self.signal(Signal::SIGKILL);
-        drop(self.child);
-        while procfs::live_members(self.group.as_raw(), None) > 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+impl Drop for Job {
+    /// A job dropped before it ended (redlock unwinding from a panic, say) is killed whole:
+    /// it must not outlive the lock's holder.
+    fn drop(&mut self) {
+        if !self.done {
+            self.signal(Signal::SIGKILL);
         }
     }
 }

@@ -29,6 +29,13 @@ pub(crate) async fn run(
     connection: &Connection,
     out: &Reporter,
 ) -> Result<u8, Failure> {
+    // The job's processes are handed to redlock if their supervisor dies, so that redlock can
+    // kill and collect them before it lets the lock go.
+    #[cfg(target_os = "linux")]
+    nix::sys::prctl::set_child_subreaper(true).map_err(|errno| Failure::System {
+        what: "become the subreaper of the job's processes",
+        source: errno.into(),
+    })?;
     let mut signals = Caught::for_redlock().map_err(|source| Failure::System {
         what: "catch the signals passed on to the job",
         source,
@@ -75,7 +82,7 @@ async fn hold_and_run(
             return Err(failure);
         }
     };
-    let ran = supervise(&mut job, &guard, args, signals, out).await;
+    let ran = supervise(&mut job, &guard, client, args, signals, out).await;
     match ran {
         Ran::Exited(code) => Ok(release(guard, args, out).await.unwrap_or(code)),
         Ran::Lost(code) => {
@@ -164,6 +171,7 @@ enum Ran {
 async fn supervise(
     job: &mut Job,
     guard: &LockGuard,
+    client: &LockClient,
     args: &RunArgs,
     signals: &mut Caught,
     out: &Reporter,
@@ -187,7 +195,8 @@ async fn supervise(
                     stop_self();
                     // Continued. Renewal stopped with redlock: the job goes on only if the
                     // lock is still ours on a majority (a renewal follows at once).
-                    if !was_lost && !still_held(guard).await {
+                    let lease = args.lease.unwrap_or(args.watchdog_timeout);
+                    if !was_lost && !still_held(guard, client, lease).await {
                         was_lost = true;
                         kill_at = act_on_lost(job, args, out, "it ran out while redlock was stopped");
                     } else {
@@ -214,10 +223,19 @@ async fn supervise(
     }
 }
 
-/// Whether the guard's hold is still live and held on a majority. Not knowing (no quorum)
-/// counts as lost: the job must not run on without the lock.
-async fn still_held(guard: &LockGuard) -> bool {
-    !guard.is_lost() && guard.lock().hold_count().await.is_ok_and(|count| count > 0)
+/// Whether the guard's hold is still live, held on a majority, and for long enough that the
+/// renewal that follows a stop lands before it runs out. Not knowing (no quorum) counts as
+/// lost: the job must not run on without the lock.
+async fn still_held(guard: &LockGuard, client: &LockClient, lease: Duration) -> bool {
+    let config = client.redlock().config();
+    let margin = config.node_timeout_for(lease) * 2 + config.drift_for(lease);
+    let lock = guard.lock();
+    !guard.is_lost()
+        && lock.hold_count().await.is_ok_and(|count| count > 0)
+        && lock
+            .remaining_ttl()
+            .await
+            .is_ok_and(|ttl| ttl.is_some_and(|ttl| ttl > margin))
 }
 
 /// Does to the job what `--on-lost` says; the time to SIGKILL it, if any.

@@ -15,15 +15,19 @@
 //!   flock(1)'s lock is while any process holds its file open. A process that leaves the group
 //!   (`setsid`, a daemon) is not the job's any more.
 //!
+//! If the supervisor itself dies, redlock (a subreaper too) kills and collects the group before
+//! it lets the lock go (`Job::wait`).
+//!
 //! A separate process rather than code between `fork` and `exec` keeps the crate free of
 //! `unsafe`.
 
 use std::ffi::OsString;
 use std::time::Duration;
 
+use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{getpgrp, getpid, getppid, Pid};
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
+use nix::unistd::{getpgrp, getppid, Pid};
 
 use crate::exit;
 use crate::procfs;
@@ -86,7 +90,13 @@ pub(crate) fn supervise(args: &[OsString]) -> u8 {
 
 async fn watch(parent: Pid, command: &[OsString]) -> u8 {
     // Handlers first: a signal passed on to the group must not end the supervisor.
-    let mut caught = match Caught::catch(&FORWARDED) {
+    // The terminal's stops are caught too (doing nothing): a job that stops its own group
+    // (`kill -TSTP 0`, a write to a terminal with `tostop`) must not stop its supervisor,
+    // which would then notice nothing. The command gets them at their default, as handlers
+    // do not survive exec.
+    let mut signals = FORWARDED.to_vec();
+    signals.extend([Signal::SIGTSTP, Signal::SIGTTIN, Signal::SIGTTOU]);
+    let mut caught = match Caught::catch(&signals) {
         Ok(caught) => caught,
         Err(err) => {
             say(format_args!("cannot catch signals for the job: {err}"));
@@ -117,19 +127,16 @@ async fn watch(parent: Pid, command: &[OsString]) -> u8 {
         }
     };
     let group = getpgrp();
-    let me = getpid().as_raw();
     let mut code = None;
     let mut check = tokio::time::interval(PARENT_CHECK);
     loop {
-        reap(job, &mut code);
+        let members_left = reap(group, job, &mut code);
         if getppid() != parent {
             // redlock is gone: nobody holds the lock for the job any more.
             let _ = killpg(group, Signal::SIGKILL);
         }
-        if let Some(code) = code {
-            if procfs::live_members(group.as_raw(), Some(me)) == 0 {
-                return code;
-            }
+        if let (Some(code), false) = (code, members_left) {
+            return code;
         }
         tokio::select! {
             // A child ended, or a signal redlock passed on to the whole group (the job's
@@ -143,19 +150,52 @@ async fn watch(parent: Pid, command: &[OsString]) -> u8 {
     }
 }
 
-/// Collects every exited child (the command, and its descendants that were handed to the
-/// supervisor); the command's exit code goes to `code`.
-fn reap(job: Pid, code: &mut Option<u8>) {
+/// Collects every exited child: the command (its exit code goes to `code`), and the
+/// descendants handed to the supervisor as their parents died. Answers whether a process of
+/// `group` other than the supervisor is left.
+fn reap(group: Pid, job: Pid, code: &mut Option<u8>) -> bool {
+    let mut record = |pid: Pid, exit: u8| {
+        if pid == job && code.is_none() {
+            *code = Some(exit);
+        }
+    };
+    let members_left = collect_group(group, &mut record);
+    // Children outside the group (a daemon the job started that left it) are reaped too.
     loop {
         match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, status)) if pid == job => {
-                *code = Some(u8::try_from(status).unwrap_or(exit::SOFTWARE));
+            Ok(WaitStatus::Exited(pid, status)) => {
+                record(pid, u8::try_from(status).unwrap_or(exit::SOFTWARE));
             }
-            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == job => {
-                *code = Some(exit::killed_by(signal as i32));
+            Ok(WaitStatus::Signaled(pid, signal, _)) => {
+                record(pid, exit::killed_by(signal as i32));
             }
-            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(WaitStatus::StillAlive) | Err(_) => return members_left,
             Ok(_) => {}
+        }
+    }
+}
+
+/// Collects the exited children of this process in `group`, telling `exited` of each (its
+/// pid and exit code), and answers whether a child in `group` is still alive.
+///
+/// A child in the group is the test, not a scan of the group: a live member is a child of
+/// this process (the command, or an orphan handed to it as subreaper) or descends from one
+/// through live members. `waitid` answers that atomically, sees processes `/proc` may hide
+/// (another user's, under `hidepid`), and does not report a process whose main thread exited
+/// while others run.
+pub(crate) fn collect_group(group: Pid, mut exited: impl FnMut(Pid, u8)) -> bool {
+    loop {
+        match waitid(Id::PGid(group), WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG) {
+            Ok(WaitStatus::StillAlive) => return true,
+            Ok(WaitStatus::Exited(pid, status)) => {
+                exited(pid, u8::try_from(status).unwrap_or(exit::SOFTWARE));
+            }
+            Ok(WaitStatus::Signaled(pid, signal, _)) => {
+                exited(pid, exit::killed_by(signal as i32));
+            }
+            Ok(_) | Err(Errno::EINTR) => {}
+            // ECHILD: none left.
+            Err(_) => return false,
         }
     }
 }

@@ -112,11 +112,11 @@ fn eight_waiting_runs_on_five_masters_all_run_one_at_a_time_in_token_order() {
 fn a_killed_redlock_takes_its_job_along_and_frees_the_lock_after_its_lease() {
     let (_masters, nodes) = masters(3);
     let scratch = Scratch::new();
-    let watchdog = Duration::from_secs(3);
+    let watchdog = Duration::from_secs(5);
     // The job starts a process of its own and waits for it: both must die with redlock.
     let holder = Running::start(
         redlock(&nodes)
-            .args(["run", "cron", "--watchdog-timeout", "3s", "--"])
+            .args(["run", "cron", "--watchdog-timeout", "5s", "--"])
             .args(sh(&format!(
                 "sleep 600 & echo \"$$ $!\" > '{0}.tmp'; mv '{0}.tmp' '{0}'; wait",
                 scratch.path("pids").display()
@@ -377,7 +377,7 @@ fn a_job_stopped_past_its_lease_is_not_continued_without_the_lock() {
     let scratch = Scratch::new();
     let holder = Running::start(
         redlock(&nodes)
-            .args(["run", "paused", "--watchdog-timeout", "1s", "--"])
+            .args(["run", "paused", "--watchdog-timeout", "3s", "--"])
             .args(sleeping_job(&scratch)),
     );
     scratch.await_file("pid");
@@ -483,15 +483,18 @@ fn a_signal_ignored_at_start_is_not_passed_on() {
             .env("REDLOCK_NODES", nodes.join(","))
             .args(["-c", "trap '' HUP; exec \"$0\" \"$@\""])
             .arg(env!("CARGO_BIN_EXE_redlock"))
-            .args(["run", "nohup", "--"])
+            .args(["-v", "run", "nohup", "--"])
             .args(sh(&job)),
     );
     scratch.await_file("ready");
     holder.signal(Signal::SIGHUP);
     holder.signal(Signal::SIGUSR1);
-    // A SIGHUP passed on would have ended the job first, with 129.
-    holder.wait().assert_code(0);
+    let done = holder.wait();
+    done.assert_code(0);
     assert_eq!(scratch.read("out"), "usr1\n");
+    // Both were sent before redlock could pass the second on: a caught SIGHUP would be said.
+    assert!(done.stderr.contains("passing SIGUSR1"), "{done:#?}");
+    assert!(!done.stderr.contains("passing SIGHUP"), "{done:#?}");
 }
 
 #[test]
@@ -505,4 +508,40 @@ fn an_ignored_sigchld_does_not_lose_the_jobs_exit_code() {
             .args(["run", "children", "--", "sh", "-c", "exit 3"]),
     );
     done.assert_code(3);
+}
+
+/// The parent of process `pid`.
+fn parent_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let (_, rest) = stat.rsplit_once(')').expect("stat");
+    rest.split_whitespace()
+        .nth(1)
+        .and_then(|ppid| ppid.parse().ok())
+        .expect("ppid")
+}
+
+#[test]
+fn a_killed_supervisor_takes_the_job_along_before_the_lock_is_released() {
+    let (_masters, nodes) = masters(1);
+    let scratch = Scratch::new();
+    let holder = Running::start(
+        redlock(&nodes)
+            .args(["run", "orphan", "--"])
+            .args(sleeping_job(&scratch)),
+    );
+    scratch.await_file("pid");
+    let job: i32 = scratch.read("pid").trim().parse().expect("pid");
+    let supervisor = parent_of(job);
+    assert_ne!(
+        supervisor,
+        holder.pid().as_raw(),
+        "the job runs under its supervisor"
+    );
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(supervisor), Signal::SIGKILL)
+        .expect("kill the supervisor");
+    let done = holder.wait();
+    done.assert_code(128 + 9);
+    // Gone before redlock let the lock go, not left to run without it.
+    assert!(is_dead(job), "the job outlived its supervisor: {done:#?}");
+    assert!(!locked(&nodes, "orphan"));
 }
