@@ -1,30 +1,34 @@
-//! The job as redlock sees it: the command run under the lock, in a process group of its own
-//! led by its supervisor (`supervisor.rs`), which ends only when the whole job has.
+//! The job as redlock sees it: the command run under the lock, through its supervisor
+//! (`supervisor.rs`), which ends only when the whole job has.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{getpgrp, Pid};
 use tokio::process::{Child, Command};
 
 use crate::exit::{self, Failure};
-use crate::supervisor::{self, SUPERVISOR};
+use crate::procfs;
+use crate::supervisor::{CONTINUE_JOB, STOP_JOB, SUPERVISOR};
+
+/// How often redlock looks again for what a dead supervisor left behind.
+const ORPHAN_CHECK: Duration = Duration::from_millis(20);
 
 /// A running job.
+///
+/// Dropping it leaves the job to its supervisor, which kills it when redlock exits.
 #[derive(Debug)]
 pub(crate) struct Job {
-    child: Child,
-    group: Pid,
-    /// Every process of the group has ended and been collected.
-    done: bool,
+    supervisor: Child,
+    pid: Pid,
 }
 
 impl Job {
-    /// Starts `command` under its supervisor, in a new process group, with `env` added to its
-    /// environment.
+    /// Starts `command` under its supervisor, with `env` added to its environment.
     ///
     /// # Errors
     ///
@@ -42,69 +46,92 @@ impl Job {
             .arg("--")
             .args(command)
             .envs(env.iter().map(|(key, value)| (key, value)))
+            // Out of the terminal's foreground group: its signals reach redlock alone, which
+            // passes them on once.
             .process_group(0);
-        let child = supervisor.spawn().map_err(failed)?;
-        let pid = child
+        let supervisor = supervisor.spawn().map_err(failed)?;
+        let pid = supervisor
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
             .ok_or_else(|| failed(std::io::Error::other("the supervisor has no process id")))?;
         Ok(Job {
-            child,
-            group: Pid::from_raw(pid),
-            done: false,
+            supervisor,
+            pid: Pid::from_raw(pid),
         })
     }
 
     /// Waits for the job to end: the command and every process of its group. If the
-    /// supervisor died before them (killed), the rest of the group is killed, and collected,
-    /// first: when this returns, no process of the job runs.
+    /// supervisor died first (killed), what it left is killed and collected before this
+    /// returns: when it does, no process of the job runs.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: the job keeps running, and a later call waits again.
     pub(crate) async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         use std::os::unix::process::ExitStatusExt;
-        let status = self.child.wait().await?;
+        let status = self.supervisor.wait().await?;
         if status.signal().is_some() {
-            self.signal(Signal::SIGKILL);
+            kill_orphans_until_none_is_left().await;
         }
-        self.collect().await;
         Ok(status)
+    }
+
+    /// Passes `signal` on to the job's group (the supervisor follows it with SIGCONT).
+    pub(crate) fn pass_on(&self, signal: Signal) {
+        self.tell(signal);
+    }
+
+    /// Stops the job's group.
+    pub(crate) fn stop(&self) {
+        self.tell(STOP_JOB);
+    }
+
+    /// Continues the job's group.
+    pub(crate) fn resume(&self) {
+        self.tell(CONTINUE_JOB);
+    }
+
+    /// Kills every process of the job at once: the supervisor, then what it leaves (see
+    /// [`Job::wait`]).
+    pub(crate) fn kill(&self) {
+        self.tell(Signal::SIGKILL);
     }
 
     /// Kills every process of the job and waits until none is left: for when the job cannot
     /// be waited for, before the lock is let go.
     pub(crate) async fn kill_all(&mut self) {
-        self.signal(Signal::SIGKILL);
-        let _ = self.child.wait().await;
-        self.collect().await;
+        self.kill();
+        kill_orphans_until_none_is_left().await;
     }
 
-    /// Waits until no process of the group is left. Orphans of a dead supervisor are handed to
-    /// redlock (a subreaper, see `run`), so they are its children and `waitid` sees them.
-    async fn collect(&mut self) {
-        while supervisor::collect_group(self.group, |_, _| {}) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        self.done = true;
-    }
-
-    /// Sends `signal` to the job's process group. A group that is already gone is not an
-    /// error.
-    pub(crate) fn signal(&self, signal: Signal) {
-        if let Err(err) = killpg(self.group, signal) {
-            tracing::debug!(%err, ?signal, "the job's process group is gone");
+    fn tell(&self, signal: Signal) {
+        if let Err(err) = kill(self.pid, signal) {
+            tracing::debug!(%err, ?signal, "the job's supervisor is gone");
         }
     }
 }
 
-impl Drop for Job {
-    /// A job dropped before it ended (redlock unwinding from a panic, say) is killed whole:
-    /// it must not outlive the lock's holder.
-    fn drop(&mut self) {
-        if !self.done {
-            self.signal(Signal::SIGKILL);
+/// Kills, and collects, every child of redlock and its process group, until none is left.
+/// Once the supervisor is dead and collected, redlock's children are what it left: the
+/// command and the orphans of its descendants, handed to redlock as their subreaper.
+async fn kill_orphans_until_none_is_left() {
+    let own_group = getpgrp();
+    loop {
+        for (child, group) in procfs::children() {
+            if group != own_group {
+                let _ = killpg(group, Signal::SIGKILL);
+            }
+            let _ = kill(child, Signal::SIGKILL);
         }
+        loop {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => break,
+                Ok(_) => {}
+                // ECHILD: nothing is left.
+                Err(_) => return,
+            }
+        }
+        tokio::time::sleep(ORPHAN_CHECK).await;
     }
 }
 

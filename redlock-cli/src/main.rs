@@ -36,6 +36,9 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|arg| arg == supervisor::SUPERVISOR) {
         return ExitCode::from(supervisor::supervise(&args[2..]));
     }
+    // A redlock in the background writing to its terminal (with `tostop`) must not be stopped,
+    // renewal and all, while its job runs on.
+    supervisor::block_terminal_stops();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(err) => return ExitCode::from(usage_error(&err)),

@@ -191,7 +191,7 @@ async fn supervise(
             }
             signal = signals.next() => match signal {
                 Signal::SIGTSTP => {
-                    job.signal(Signal::SIGSTOP);
+                    job.stop();
                     stop_self();
                     // Continued. Renewal stopped with redlock: the job goes on only if the
                     // lock is still ours on a majority (a renewal follows at once).
@@ -200,14 +200,12 @@ async fn supervise(
                         was_lost = true;
                         kill_at = act_on_lost(job, args, out, "it ran out while redlock was stopped");
                     } else {
-                        job.signal(Signal::SIGCONT);
+                        job.resume();
                     }
                 }
                 forwarded => {
                     out.info(&format!("passing {forwarded} on to the job"));
-                    job.signal(forwarded);
-                    // A stopped job (waiting for a terminal it does not own, say) acts on it.
-                    job.signal(Signal::SIGCONT);
+                    job.pass_on(forwarded);
                 }
             },
             reason = &mut lost, if !was_lost => {
@@ -216,7 +214,7 @@ async fn supervise(
             }
             () = sleep_until(kill_at), if kill_at.is_some() => {
                 out.warn(&format!("the job outlived its {} of grace: SIGKILL", seconds(args.grace)));
-                job.signal(Signal::SIGKILL);
+                job.kill();
                 kill_at = None;
             }
         }
@@ -247,24 +245,23 @@ fn act_on_lost(job: &Job, args: &RunArgs, out: &Reporter, why: &str) -> Option<I
                 "{lost}; sending SIGTERM to the job, SIGKILL in {}",
                 seconds(args.grace)
             ));
-            job.signal(Signal::SIGTERM);
+            // Followed by SIGCONT: a job stopped with redlock (Ctrl-Z) acts on it.
+            job.pass_on(Signal::SIGTERM);
             // A grace too long for the clock is no deadline.
             Instant::now().checked_add(args.grace)
         }
         OnLost::Kill => {
             out.warn(&format!("{lost}; killing the job"));
-            job.signal(Signal::SIGKILL);
+            job.kill();
             None
         }
         OnLost::Ignore => {
             out.warn(&format!("{lost}; letting it finish (--on-lost ignore)"));
+            // A job stopped with redlock (Ctrl-Z) must run to finish.
+            job.resume();
             None
         }
     };
-    // A job stopped with redlock (Ctrl-Z) must run to handle its SIGTERM, or to finish.
-    if args.on_lost != OnLost::Kill {
-        job.signal(Signal::SIGCONT);
-    }
     kill_at
 }
 

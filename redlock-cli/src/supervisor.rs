@@ -1,33 +1,40 @@
-//! The job's supervisor: the first process of the job's process group, between redlock and
-//! the command (`redlock __exec PARENT -- COMMAND...`).
+//! The job's supervisor: a process between redlock and the command (`redlock __exec PARENT --
+//! COMMAND...`), in a process group of its own.
 //!
-//! redlock starts itself again in a new process group for this. The supervisor:
+//! redlock starts itself again for this. The supervisor:
 //!
+//! - starts the command as its child, leading a new process group, the job's group: the
+//!   command and everything it starts. A command that puts itself in a group of its own
+//!   (`timeout(1)` does) is already its leader, so it stays in it;
+//! - passes on to the job's group the signals redlock sends it (each followed by SIGCONT, so
+//!   that a stopped job acts on it), and stops or continues the group when redlock asks
+//!   ([`STOP_JOB`], [`CONTINUE_JOB`]);
 //! - asks the kernel for a signal when redlock dies (Linux `PR_SET_PDEATHSIG`), and checks
-//!   every second besides; when redlock is gone, it SIGKILLs its whole group: the command and
-//!   everything the command started that stayed in the group, setuid programs included (the
-//!   kernel drops a parent-death signal set on a setuid program itself, not one set here);
-//! - becomes the subreaper of the command's descendants (`PR_SET_CHILD_SUBREAPER`), starts the
-//!   command as its child, in its group, and catches the signals redlock passes on to the group
-//!   so that only the command and its processes act on them;
-//! - exits, with the command's code (128 + N if a signal killed it), only once no other process
-//!   of the group is alive: the lock is held as long as any process of the job runs, as
-//!   flock(1)'s lock is while any process holds its file open. A process that leaves the group
-//!   (`setsid`, a daemon) is not the job's any more.
+//!   every second besides; when redlock is gone, it SIGKILLs the job's group. That reaches
+//!   setuid programs that keep the caller as their real user, which a parent-death signal set
+//!   on the program itself would not (the kernel drops it at such an exec);
+//! - is the subreaper of the command's descendants (`PR_SET_CHILD_SUBREAPER`), and collects
+//!   them;
+//! - exits, with the command's code (128 + N if a signal killed it), only once the job's group
+//!   is empty (`kill(-group, 0)` answers "no such process": atomic, whoever the members'
+//!   parents are, and whether or not `/proc` shows them): the lock is held as long as any
+//!   process of the job runs, as flock(1)'s lock is while any process holds its file open. A
+//!   process that leaves the group (`setsid`, a daemon) is not the job's any more.
 //!
-//! If the supervisor itself dies, redlock (a subreaper too) kills and collects the group before
-//! it lets the lock go (`Job::wait`).
+//! If the supervisor itself dies, its orphans are handed to redlock (a subreaper too), which
+//! kills and collects them before it lets the lock go (`Job::wait`).
 //!
 //! A separate process rather than code between `fork` and `exec` keeps the crate free of
 //! `unsafe`.
 
 use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::signal::{killpg, Signal};
-use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
-use nix::unistd::{getpgrp, getppid, Pid};
+use nix::sys::signal::{killpg, SigSet, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{getppid, Pid};
 
 use crate::exit;
 use crate::procfs;
@@ -36,6 +43,10 @@ use crate::signals::{Caught, FORWARDED};
 
 /// The supervisor's argument: `redlock __exec PARENT_PID -- COMMAND [ARGS...]`.
 pub(crate) const SUPERVISOR: &str = "__exec";
+/// redlock asks the supervisor to stop the job (SIGSTOP to its group) with this signal.
+pub(crate) const STOP_JOB: Signal = Signal::SIGTSTP;
+/// redlock asks the supervisor to continue the job (SIGCONT to its group) with this signal.
+pub(crate) const CONTINUE_JOB: Signal = Signal::SIGCONT;
 
 /// How often the supervisor looks whether redlock is still there, besides the signal.
 const PARENT_CHECK: Duration = Duration::from_secs(1);
@@ -60,6 +71,7 @@ pub(crate) fn supervise(args: &[OsString]) -> u8 {
         say("the job's supervisor was given no parent");
         return exit::USAGE;
     };
+    block_terminal_stops();
     // The parent-death signal is one the supervisor catches (and so survives).
     let death_signal = FORWARDED
         .into_iter()
@@ -75,6 +87,8 @@ pub(crate) fn supervise(args: &[OsString]) -> u8 {
             return exit::SOFTWARE;
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = death_signal;
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -88,14 +102,24 @@ pub(crate) fn supervise(args: &[OsString]) -> u8 {
     runtime.block_on(watch(Pid::from_raw(parent), command))
 }
 
+/// Blocks SIGTTIN and SIGTTOU in this thread (and those it starts): a process outside the
+/// terminal's foreground group that writes to it with `tostop` set, or reads from it, would
+/// otherwise be stopped, and nothing would continue it. A blocked SIGTTOU lets the write
+/// through. Commands started with std's `spawn` get an empty mask again.
+pub(crate) fn block_terminal_stops() {
+    let mut stops = SigSet::empty();
+    stops.add(Signal::SIGTTIN);
+    stops.add(Signal::SIGTTOU);
+    if let Err(err) = stops.thread_block() {
+        tracing::warn!(%err, "cannot block SIGTTIN and SIGTTOU");
+    }
+}
+
 async fn watch(parent: Pid, command: &[OsString]) -> u8 {
-    // Handlers first: a signal passed on to the group must not end the supervisor.
-    // The terminal's stops are caught too (doing nothing): a job that stops its own group
-    // (`kill -TSTP 0`, a write to a terminal with `tostop`) must not stop its supervisor,
-    // which would then notice nothing. The command gets them at their default, as handlers
-    // do not survive exec.
+    // Handlers first: a signal redlock sends must not end the supervisor. One that arrives
+    // before the command starts is passed on once it has (the loop below reads it then).
     let mut signals = FORWARDED.to_vec();
-    signals.extend([Signal::SIGTSTP, Signal::SIGTTIN, Signal::SIGTTOU]);
+    signals.extend([STOP_JOB, CONTINUE_JOB]);
     let mut caught = match Caught::catch(&signals) {
         Ok(caught) => caught,
         Err(err) => {
@@ -109,9 +133,11 @@ async fn watch(parent: Pid, command: &[OsString]) -> u8 {
     }
     let program = &command[0];
     // std's `spawn` sets SIGPIPE back to its default for the command (Rust ignores it, and an
-    // ignored signal stays ignored across exec) and looks the program up in PATH.
+    // ignored signal stays ignored across exec), empties its signal mask, and looks the program
+    // up in PATH.
     let job = match std::process::Command::new(program)
         .args(&command[1..])
+        .process_group(0)
         .spawn()
     {
         Ok(job) => Pid::from_raw(i32::try_from(job.id()).unwrap_or(i32::MAX)),
@@ -126,22 +152,34 @@ async fn watch(parent: Pid, command: &[OsString]) -> u8 {
             };
         }
     };
-    let group = getpgrp();
+    // The command leads the job's group.
+    let group = job;
     let mut code = None;
     let mut check = tokio::time::interval(PARENT_CHECK);
     loop {
-        let members_left = reap(group, job, &mut code);
+        reap(job, &mut code);
         if getppid() != parent {
             // redlock is gone: nobody holds the lock for the job any more.
             let _ = killpg(group, Signal::SIGKILL);
         }
-        if let (Some(code), false) = (code, members_left) {
-            return code;
+        if let Some(code) = code {
+            if group_is_empty(group) {
+                return code;
+            }
         }
         tokio::select! {
-            // A child ended, or a signal redlock passed on to the whole group (the job's
-            // processes act on it; the supervisor only looks at its parent again).
-            _ = caught.next_or_child() => {}
+            event = caught.next_or_child() => match event {
+                // A child stopped or ended: collected at the top of the loop.
+                None => {}
+                Some(STOP_JOB) => signal_group(group, Signal::SIGSTOP),
+                Some(CONTINUE_JOB) => signal_group(group, Signal::SIGCONT),
+                // The parent-death signal is one of these: the top of the loop tells.
+                Some(passed_on) if getppid() == parent => {
+                    signal_group(group, passed_on);
+                    signal_group(group, Signal::SIGCONT);
+                }
+                Some(_) => {}
+            },
             // The command is done but some of its processes are not (their ends are signalled
             // to their own parents, not here): look again shortly.
             () = tokio::time::sleep(LINGER_CHECK), if code.is_some() => {}
@@ -150,52 +188,31 @@ async fn watch(parent: Pid, command: &[OsString]) -> u8 {
     }
 }
 
-/// Collects every exited child: the command (its exit code goes to `code`), and the
-/// descendants handed to the supervisor as their parents died. Answers whether a process of
-/// `group` other than the supervisor is left.
-fn reap(group: Pid, job: Pid, code: &mut Option<u8>) -> bool {
-    let mut record = |pid: Pid, exit: u8| {
-        if pid == job && code.is_none() {
-            *code = Some(exit);
-        }
-    };
-    let members_left = collect_group(group, &mut record);
-    // Children outside the group (a daemon the job started that left it) are reaped too.
-    loop {
-        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, status)) => {
-                record(pid, u8::try_from(status).unwrap_or(exit::SOFTWARE));
-            }
-            Ok(WaitStatus::Signaled(pid, signal, _)) => {
-                record(pid, exit::killed_by(signal as i32));
-            }
-            Ok(WaitStatus::StillAlive) | Err(_) => return members_left,
-            Ok(_) => {}
-        }
+fn signal_group(group: Pid, signal: Signal) {
+    if let Err(err) = killpg(group, signal) {
+        tracing::debug!(%err, ?signal, "the job's group is gone");
     }
 }
 
-/// Collects the exited children of this process in `group`, telling `exited` of each (its
-/// pid and exit code), and answers whether a child in `group` is still alive.
-///
-/// A child in the group is the test, not a scan of the group: a live member is a child of
-/// this process (the command, or an orphan handed to it as subreaper) or descends from one
-/// through live members. `waitid` answers that atomically, sees processes `/proc` may hide
-/// (another user's, under `hidepid`), and does not report a process whose main thread exited
-/// while others run.
-pub(crate) fn collect_group(group: Pid, mut exited: impl FnMut(Pid, u8)) -> bool {
+/// Whether no process is left in `group` (one we may not signal still counts).
+fn group_is_empty(group: Pid) -> bool {
+    matches!(killpg(group, None), Err(Errno::ESRCH))
+}
+
+/// Collects every exited child: the command (its exit code goes to `code`), and the
+/// descendants handed to the supervisor as their parents died.
+fn reap(job: Pid, code: &mut Option<u8>) {
     loop {
-        match waitid(Id::PGid(group), WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG) {
-            Ok(WaitStatus::StillAlive) => return true,
+        let exited = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(pid, status)) => {
-                exited(pid, u8::try_from(status).unwrap_or(exit::SOFTWARE));
+                (pid, u8::try_from(status).unwrap_or(exit::SOFTWARE))
             }
-            Ok(WaitStatus::Signaled(pid, signal, _)) => {
-                exited(pid, exit::killed_by(signal as i32));
-            }
-            Ok(_) | Err(Errno::EINTR) => {}
-            // ECHILD: none left.
-            Err(_) => return false,
+            Ok(WaitStatus::Signaled(pid, signal, _)) => (pid, exit::killed_by(signal as i32)),
+            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(_) => continue,
+        };
+        if exited.0 == job && code.is_none() {
+            *code = Some(exited.1);
         }
     }
 }

@@ -112,11 +112,11 @@ fn eight_waiting_runs_on_five_masters_all_run_one_at_a_time_in_token_order() {
 fn a_killed_redlock_takes_its_job_along_and_frees_the_lock_after_its_lease() {
     let (_masters, nodes) = masters(3);
     let scratch = Scratch::new();
-    let watchdog = Duration::from_secs(5);
+    let watchdog = Duration::from_secs(10);
     // The job starts a process of its own and waits for it: both must die with redlock.
     let holder = Running::start(
         redlock(&nodes)
-            .args(["run", "cron", "--watchdog-timeout", "5s", "--"])
+            .args(["run", "cron", "--watchdog-timeout", "10s", "--"])
             .args(sh(&format!(
                 "sleep 600 & echo \"$$ $!\" > '{0}.tmp'; mv '{0}.tmp' '{0}'; wait",
                 scratch.path("pids").display()
@@ -148,10 +148,11 @@ fn a_killed_redlock_takes_its_job_along_and_frees_the_lock_after_its_lease() {
     );
     next.assert_code(0);
     // The lease was renewed a third of the watchdog timeout ago at most: two thirds of it were
-    // left when the holder died (less the time to notice; half is a safe floor).
+    // left when the holder died (less a late renewal on a busy machine; a third is a safe
+    // floor).
     let waited = killed.elapsed();
     assert!(
-        waited >= watchdog / 2,
+        waited >= watchdog / 3,
         "the next run got in {waited:?} after the kill, before the lease could run out"
     );
 }
@@ -230,13 +231,19 @@ fn a_job_that_outlives_its_fixed_lease_is_stopped_as_lost() {
 #[test]
 fn signals_reach_the_job_and_the_lock_frees_as_soon_as_it_exits() {
     let (_masters, nodes) = masters(3);
-    for (signal, name) in [
+    let signals = [
         (Signal::SIGINT, "INT"),
         (Signal::SIGTERM, "TERM"),
         (Signal::SIGHUP, "HUP"),
         (Signal::SIGQUIT, "QUIT"),
         (Signal::SIGUSR1, "USR1"),
-    ] {
+    ];
+    // redlock leaves alone what it was started with ignored (and so would its job): a test
+    // run under `nohup`, or in a script's background, cannot check those.
+    for (signal, name) in signals
+        .into_iter()
+        .filter(|(signal, _)| !ignored_here(*signal))
+    {
         let scratch = Scratch::new();
         let script = format!(
             "trap 'echo {name} >> \"{0}\"; exit 0' {name}; echo ready > '{1}'; \
@@ -544,4 +551,42 @@ fn a_killed_supervisor_takes_the_job_along_before_the_lock_is_released() {
     // Gone before redlock let the lock go, not left to run without it.
     assert!(is_dead(job), "the job outlived its supervisor: {done:#?}");
     assert!(!locked(&nodes, "orphan"));
+}
+
+#[test]
+fn a_job_under_timeout_which_makes_its_own_group_is_still_reached() {
+    let (_masters, nodes) = masters(1);
+    let scratch = Scratch::new();
+    let job = sh(&format!(
+        "echo $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'; exec sleep 600",
+        scratch.path("pid").display()
+    ));
+    // Signals passed on reach what runs under `timeout`.
+    let holder = Running::start(
+        redlock(&nodes)
+            .args(["run", "timed", "--", "timeout", "600"])
+            .args(&job),
+    );
+    scratch.await_file("pid");
+    holder.signal(Signal::SIGTERM);
+    let done = holder.wait();
+    // timeout passes the TERM on, and exits 124 once its command is gone.
+    assert!(done.code() == 124 || done.code() == 128 + 15, "{done:#?}");
+    let sleeper: i32 = scratch.read("pid").trim().parse().expect("pid");
+    assert!(is_dead(sleeper), "the job under timeout outlived redlock");
+    // And it dies with a killed redlock.
+    std::fs::remove_file(scratch.path("pid")).expect("rm");
+    let holder = Running::start(
+        redlock(&nodes)
+            .args(["run", "timed", "--", "timeout", "600"])
+            .args(&job),
+    );
+    scratch.await_file("pid");
+    let sleeper: i32 = scratch.read("pid").trim().parse().expect("pid");
+    holder.signal(Signal::SIGKILL);
+    drop(holder);
+    assert!(
+        eventually(PATIENCE, || is_dead(sleeper)),
+        "the job under timeout outlived the redlock that held its lock"
+    );
 }

@@ -64,12 +64,53 @@ pub fn finish(command: &mut Command) -> Finished {
     Running::start(command).wait()
 }
 
-/// A running `redlock`, its standard error collected as it comes.
+/// A running `redlock`, its standard output and error collected as they come.
 #[derive(Debug)]
 pub struct Running {
     child: Child,
-    stderr: Arc<Mutex<String>>,
-    reader: Option<std::thread::JoinHandle<()>>,
+    stdout: Collected,
+    stderr: Collected,
+}
+
+/// A pipe read to its end in a thread of its own: a process that outlives redlock and keeps
+/// the pipe open (a failure the test should report) cannot hang the test.
+#[derive(Debug, Clone, Default)]
+struct Collected {
+    text: Arc<Mutex<String>>,
+    ended: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Collected {
+    fn read(pipe: impl std::io::Read + Send + 'static) -> Collected {
+        let collected = Collected::default();
+        let writer = collected.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut text = writer.text.lock().expect("collected");
+                text.push_str(&line);
+                text.push('\n');
+            }
+            writer
+                .ended
+                .store(true, std::sync::atomic::Ordering::Release);
+        });
+        collected
+    }
+
+    fn text(&self) -> String {
+        self.text.lock().expect("collected").clone()
+    }
+
+    /// The text, once the pipe ended (at most [`PATIENCE`]).
+    fn finished_text(&self) -> String {
+        let ended = || self.ended.load(std::sync::atomic::Ordering::Acquire);
+        assert!(
+            eventually(PATIENCE, ended),
+            "a process outlived redlock holding its output open: {}",
+            self.text()
+        );
+        self.text()
+    }
 }
 
 impl Running {
@@ -79,20 +120,12 @@ impl Running {
             .stderr(Stdio::piped())
             .spawn()
             .expect("redlock starts");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let pipe = child.stderr.take().expect("stderr piped");
-        let collected = Arc::clone(&stderr);
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut text = collected.lock().expect("stderr");
-                text.push_str(&line);
-                text.push('\n');
-            }
-        });
+        let stdout = Collected::read(child.stdout.take().expect("stdout piped"));
+        let stderr = Collected::read(child.stderr.take().expect("stderr piped"));
         Running {
             child,
+            stdout,
             stderr,
-            reader: Some(reader),
         }
     }
 
@@ -106,7 +139,7 @@ impl Running {
 
     /// What it said on standard error so far.
     pub fn stderr(&self) -> String {
-        self.stderr.lock().expect("stderr").clone()
+        self.stderr.text()
     }
 
     /// Whether it has exited (without reaping it).
@@ -130,17 +163,10 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(10));
         };
-        if let Some(reader) = self.reader.take() {
-            reader.join().expect("stderr reader");
-        }
-        let mut stdout = String::new();
-        if let Some(mut pipe) = self.child.stdout.take() {
-            std::io::Read::read_to_string(&mut pipe, &mut stdout).expect("stdout");
-        }
         Finished {
             status,
-            stdout,
-            stderr: self.stderr(),
+            stdout: self.stdout.finished_text(),
+            stderr: self.stderr.finished_text(),
         }
     }
 }
@@ -232,4 +258,17 @@ pub fn is_dead(pid: i32) -> bool {
             .and_then(|(_, rest)| rest.split_whitespace().next())
             .is_some_and(|state| state == "Z" || state == "X"),
     }
+}
+
+/// Whether `signal` is ignored in this test process (and so in what it starts).
+pub fn ignored_here(signal: Signal) -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let mask = status
+                .lines()
+                .find_map(|line| line.strip_prefix("SigIgn:"))?;
+            u64::from_str_radix(mask.trim(), 16).ok()
+        })
+        .is_some_and(|mask| mask & (1 << (signal as i32 - 1)) != 0)
 }
