@@ -19,9 +19,9 @@ Exit codes:
   128 + N         the job was killed by signal N, or redlock was interrupted by it while waiting
   70              anything else (an unexpected reply from Redis)
 
-The lock is released once every process of the job's group has exited. SIGHUP, SIGINT,
-SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2 and SIGALRM are passed on to the group; Ctrl-Z stops the job
-with redlock. If redlock dies, the job's group is killed (Linux). See docs/cli.md.";
+The lock is released once every process of the job has exited. SIGHUP, SIGINT, SIGQUIT,
+SIGTERM, SIGUSR1, SIGUSR2 and SIGALRM are passed on to the job; Ctrl-Z stops the job with
+redlock. If redlock dies, the job is killed (Linux). See docs/cli.md.";
 
 /// A distributed flock(1): run a command while holding a lock on a quorum of Redis masters.
 #[derive(Debug, Parser)]

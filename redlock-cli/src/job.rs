@@ -6,17 +6,20 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{getpgrp, Pid};
+use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 use crate::exit::{self, Failure};
 use crate::procfs;
+use crate::report::say;
 use crate::supervisor::{CONTINUE_JOB, STOP_JOB, SUPERVISOR};
 
 /// How often redlock looks again for what a dead supervisor left behind.
 const ORPHAN_CHECK: Duration = Duration::from_millis(20);
+/// How long before redlock says that what the supervisor left does not end.
+const ORPHAN_PATIENCE: Duration = Duration::from_secs(10);
 
 /// A running job.
 ///
@@ -24,7 +27,6 @@ const ORPHAN_CHECK: Duration = Duration::from_millis(20);
 #[derive(Debug)]
 pub(crate) struct Job {
     supervisor: Child,
-    pid: Pid,
 }
 
 impl Job {
@@ -50,14 +52,7 @@ impl Job {
             // passes them on once.
             .process_group(0);
         let supervisor = supervisor.spawn().map_err(failed)?;
-        let pid = supervisor
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .ok_or_else(|| failed(std::io::Error::other("the supervisor has no process id")))?;
-        Ok(Job {
-            supervisor,
-            pid: Pid::from_raw(pid),
-        })
+        Ok(Job { supervisor })
     }
 
     /// Waits for the job to end: the command and every process of its group. If the
@@ -105,23 +100,27 @@ impl Job {
     }
 
     fn tell(&self, signal: Signal) {
-        if let Err(err) = kill(self.pid, signal) {
+        // No id once the supervisor was collected: its pid may be another process's by now.
+        let Some(pid) = self.supervisor.id().and_then(|pid| i32::try_from(pid).ok()) else {
+            return;
+        };
+        if let Err(err) = kill(Pid::from_raw(pid), signal) {
             tracing::debug!(%err, ?signal, "the job's supervisor is gone");
         }
     }
 }
 
-/// Kills, and collects, every child of redlock and its process group, until none is left.
-/// Once the supervisor is dead and collected, redlock's children are what it left: the
-/// command and the orphans of its descendants, handed to redlock as their subreaper.
+/// Kills, and collects, every descendant of redlock, until none is left. Once the supervisor
+/// is dead and collected, redlock's descendants are what it left: the command and its
+/// descendants, handed to redlock as their subreaper. Each is killed by its pid (a snapshot
+/// misses what is forked after it: the next round gets those), never by a group that may hold
+/// other processes.
 async fn kill_orphans_until_none_is_left() {
-    let own_group = getpgrp();
+    let started = std::time::Instant::now();
+    let mut warned = Duration::ZERO;
     loop {
-        for (child, group) in procfs::children() {
-            if group != own_group {
-                let _ = killpg(group, Signal::SIGKILL);
-            }
-            let _ = kill(child, Signal::SIGKILL);
+        for (descendant, _) in procfs::descendants() {
+            let _ = kill(descendant, Signal::SIGKILL);
         }
         loop {
             match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
@@ -130,6 +129,13 @@ async fn kill_orphans_until_none_is_left() {
                 // ECHILD: nothing is left.
                 Err(_) => return,
             }
+        }
+        if started.elapsed() >= warned + ORPHAN_PATIENCE {
+            warned = started.elapsed();
+            say(format_args!(
+                "the job's supervisor died and a process of the job does not end (one that \
+                 changed its user, or stuck in the kernel?): the lock stays held meanwhile"
+            ));
         }
         tokio::time::sleep(ORPHAN_CHECK).await;
     }

@@ -1,35 +1,58 @@
 //! What Linux's `/proc` tells about this process: the signals it was started with ignored,
-//! and its children. Elsewhere, no signal looks ignored and there are no children to see.
+//! and its descendants. Elsewhere, no signal looks ignored and no descendant is seen.
 
 use nix::sys::signal::Signal;
 use nix::unistd::{getpid, Pid};
 
-/// This process's children, each with its process group. For the rare case where they must be
-/// found without having started them (orphans handed to a subreaper).
-pub(crate) fn children() -> Vec<(Pid, Pid)> {
+/// The live (not zombie) descendants of this process, each with its process group. A snapshot:
+/// for signalling them; whether any is left is told by `waitpid` (see `supervisor.rs`).
+pub(crate) fn descendants() -> Vec<(Pid, Pid)> {
     let me = getpid().as_raw();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    entries
+    let processes: Vec<(i32, Stat)> = entries
         .filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let (parent, group) = parent_and_group(&stat)?;
-            (parent == me).then(|| (Pid::from_raw(pid), Pid::from_raw(group)))
+            Some((pid, parse_stat(&stat)?))
         })
-        .collect()
+        .collect();
+    let mut found = vec![me];
+    let mut descendants = Vec::new();
+    while let Some(parent) = found.pop() {
+        for (pid, stat) in processes.iter().filter(|(_, stat)| stat.parent == parent) {
+            found.push(*pid);
+            if !stat.dead {
+                descendants.push((Pid::from_raw(*pid), Pid::from_raw(stat.group)));
+            }
+        }
+    }
+    descendants
 }
 
-/// The parent and process group of a `/proc/PID/stat` line. The command name, in parentheses,
-/// may itself hold spaces and parentheses: the fields are read after the last `)`.
-fn parent_and_group(stat: &str) -> Option<(i32, i32)> {
+/// What `descendants` reads of a process.
+#[derive(Debug, PartialEq, Eq)]
+struct Stat {
+    dead: bool,
+    parent: i32,
+    group: i32,
+}
+
+/// The state, parent and process group of a `/proc/PID/stat` line. The command name, in
+/// parentheses, may itself hold spaces and parentheses: the fields are read after the last `)`.
+fn parse_stat(stat: &str) -> Option<Stat> {
     let (_, rest) = stat.rsplit_once(')')?;
-    let mut fields = rest.split_whitespace().skip(1);
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
     let parent = fields.next()?.parse().ok()?;
     let group = fields.next()?.parse().ok()?;
-    Some((parent, group))
+    Some(Stat {
+        dead: matches!(state, "Z" | "X"),
+        parent,
+        group,
+    })
 }
 
 /// Whether `signal` was ignored when this process started (`nohup` ignores SIGHUP; a shell
@@ -53,26 +76,34 @@ mod tests {
     #[test]
     fn stat_lines_are_read_after_the_command_name() {
         let stat = "4242 (a (weird) name) S 1 4240 4240 0 -1";
-        assert_eq!(parent_and_group(stat), Some((1, 4240)));
-        assert_eq!(parent_and_group("garbage"), None);
+        let read = parse_stat(stat);
+        assert_eq!(
+            read,
+            Some(Stat {
+                dead: false,
+                parent: 1,
+                group: 4240
+            })
+        );
+        assert_eq!(parse_stat("garbage"), None);
     }
 
     #[test]
-    fn a_child_is_found_with_its_group() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("60")
+    fn a_grandchild_is_a_descendant_with_its_group() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 60 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
             .spawn()
-            .expect("sleep");
-        let pid = Pid::from_raw(child.id() as i32);
-        let found = children().into_iter().find(|(child, _)| *child == pid);
-        let _ = child.kill();
+            .expect("sh");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("stdout");
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+            .expect("the grandchild's pid");
+        let grandchild = Pid::from_raw(line.trim().parse().expect("pid"));
+        let found = descendants();
+        let _ = nix::sys::signal::kill(grandchild, nix::sys::signal::Signal::SIGKILL);
         let _ = child.wait();
-        assert_eq!(found, Some((pid, nix::unistd::getpgrp())));
-    }
-
-    #[test]
-    fn signals_ignored_at_start_are_read_from_the_status() {
-        // The test harness runs with SIGKILL's default action, which cannot be ignored.
-        assert!(!ignored(Signal::SIGKILL));
+        let group = nix::unistd::getpgrp();
+        assert!(found.contains(&(grandchild, group)), "{found:?}");
     }
 }

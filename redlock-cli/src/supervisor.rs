@@ -3,23 +3,21 @@
 //!
 //! redlock starts itself again for this. The supervisor:
 //!
-//! - starts the command as its child, leading a new process group, the job's group: the
-//!   command and everything it starts. A command that puts itself in a group of its own
-//!   (`timeout(1)` does) is already its leader, so it stays in it;
-//! - passes on to the job's group the signals redlock sends it (each followed by SIGCONT, so
-//!   that a stopped job acts on it), and stops or continues the group when redlock asks
-//!   ([`STOP_JOB`], [`CONTINUE_JOB`]);
+//! - starts the command as its child, leading a new process group;
+//! - passes on to the job the signals redlock sends it (each followed by SIGCONT, so that a
+//!   stopped job acts on it), and stops or continues the job when redlock asks ([`STOP_JOB`],
+//!   [`CONTINUE_JOB`]). The job is the command and every descendant of it: a signal goes to the
+//!   command's group, to any group a process of the job made (`timeout(1)` inside a script
+//!   makes one), and to each descendant in some other group;
 //! - asks the kernel for a signal when redlock dies (Linux `PR_SET_PDEATHSIG`), and checks
-//!   every second besides; when redlock is gone, it SIGKILLs the job's group. That reaches
-//!   setuid programs that keep the caller as their real user, which a parent-death signal set
-//!   on the program itself would not (the kernel drops it at such an exec);
+//!   every second besides; when redlock is gone, it SIGKILLs the job. That reaches setuid
+//!   programs that keep the caller as their real user, which a parent-death signal set on the
+//!   program itself would not (the kernel drops it at such an exec);
 //! - is the subreaper of the command's descendants (`PR_SET_CHILD_SUBREAPER`), and collects
 //!   them;
-//! - exits, with the command's code (128 + N if a signal killed it), only once the job's group
-//!   is empty (`kill(-group, 0)` answers "no such process": atomic, whoever the members'
-//!   parents are, and whether or not `/proc` shows them): the lock is held as long as any
-//!   process of the job runs, as flock(1)'s lock is while any process holds its file open. A
-//!   process that leaves the group (`setsid`, a daemon) is not the job's any more.
+//! - exits, with the command's code (128 + N if a signal killed it), only once no descendant
+//!   is left (`reap`): the lock is held as long as any process of the job runs, as flock(1)'s
+//!   lock is while any process holds its file open.
 //!
 //! If the supervisor itself dies, its orphans are handed to redlock (a subreaper too), which
 //! kills and collects them before it lets the lock go (`Job::wait`).
@@ -32,7 +30,7 @@ use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::signal::{killpg, SigSet, Signal};
+use nix::sys::signal::{kill, killpg, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{getppid, Pid};
 
@@ -43,9 +41,9 @@ use crate::signals::{Caught, FORWARDED};
 
 /// The supervisor's argument: `redlock __exec PARENT_PID -- COMMAND [ARGS...]`.
 pub(crate) const SUPERVISOR: &str = "__exec";
-/// redlock asks the supervisor to stop the job (SIGSTOP to its group) with this signal.
+/// redlock asks the supervisor to stop the job (SIGSTOP to it) with this signal.
 pub(crate) const STOP_JOB: Signal = Signal::SIGTSTP;
-/// redlock asks the supervisor to continue the job (SIGCONT to its group) with this signal.
+/// redlock asks the supervisor to continue the job (SIGCONT to it) with this signal.
 pub(crate) const CONTINUE_JOB: Signal = Signal::SIGCONT;
 
 /// How often the supervisor looks whether redlock is still there, besides the signal.
@@ -152,31 +150,27 @@ async fn watch(parent: Pid, command: &[OsString]) -> u8 {
             };
         }
     };
-    // The command leads the job's group.
-    let group = job;
     let mut code = None;
     let mut check = tokio::time::interval(PARENT_CHECK);
     loop {
-        reap(job, &mut code);
+        let processes_left = reap(job, &mut code);
         if getppid() != parent {
             // redlock is gone: nobody holds the lock for the job any more.
-            let _ = killpg(group, Signal::SIGKILL);
+            signal_job(job, Signal::SIGKILL);
         }
-        if let Some(code) = code {
-            if group_is_empty(group) {
-                return code;
-            }
+        if let (Some(code), false) = (code, processes_left) {
+            return code;
         }
         tokio::select! {
             event = caught.next_or_child() => match event {
                 // A child stopped or ended: collected at the top of the loop.
                 None => {}
-                Some(STOP_JOB) => signal_group(group, Signal::SIGSTOP),
-                Some(CONTINUE_JOB) => signal_group(group, Signal::SIGCONT),
+                Some(STOP_JOB) => signal_job(job, Signal::SIGSTOP),
+                Some(CONTINUE_JOB) => signal_job(job, Signal::SIGCONT),
                 // The parent-death signal is one of these: the top of the loop tells.
                 Some(passed_on) if getppid() == parent => {
-                    signal_group(group, passed_on);
-                    signal_group(group, Signal::SIGCONT);
+                    signal_job(job, passed_on);
+                    signal_job(job, Signal::SIGCONT);
                 }
                 Some(_) => {}
             },
@@ -188,28 +182,48 @@ async fn watch(parent: Pid, command: &[OsString]) -> u8 {
     }
 }
 
-fn signal_group(group: Pid, signal: Signal) {
-    if let Err(err) = killpg(group, signal) {
-        tracing::debug!(%err, ?signal, "the job's group is gone");
+/// Sends `signal` to every process of the job: the process groups the job made (the command's
+/// own, and any a process of it made, as `timeout(1)` does), and each descendant in some
+/// other group.
+fn signal_job(command: Pid, signal: Signal) {
+    let descendants = procfs::descendants();
+    let made_by_the_job =
+        |group: Pid| group == command || descendants.iter().any(|(pid, _)| *pid == group);
+    let mut signalled = vec![command];
+    let _ = killpg(command, signal);
+    for (pid, group) in &descendants {
+        if made_by_the_job(*group) {
+            if !signalled.contains(group) {
+                signalled.push(*group);
+                let _ = killpg(*group, signal);
+            }
+        } else {
+            let _ = kill(*pid, signal);
+        }
     }
 }
 
-/// Whether no process is left in `group` (one we may not signal still counts).
-fn group_is_empty(group: Pid) -> bool {
-    matches!(killpg(group, None), Err(Errno::ESRCH))
-}
-
 /// Collects every exited child: the command (its exit code goes to `code`), and the
-/// descendants handed to the supervisor as their parents died.
-fn reap(job: Pid, code: &mut Option<u8>) {
+/// descendants handed to the supervisor as their parents died. Answers whether a child is
+/// left.
+///
+/// No child left means no process of the job is left: the supervisor is the subreaper of the
+/// command's descendants, so each live one is a child of the supervisor or descends from one
+/// through live processes. `waitpid` answers that atomically, sees processes `/proc` may hide
+/// (another user's, under `hidepid`), and does not report a process whose main thread exited
+/// while others run. Daemons the job started are its descendants too: they keep the lock held,
+/// as a daemon that kept flock(1)'s file open would.
+fn reap(job: Pid, code: &mut Option<u8>) -> bool {
     loop {
         let exited = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(pid, status)) => {
                 (pid, u8::try_from(status).unwrap_or(exit::SOFTWARE))
             }
             Ok(WaitStatus::Signaled(pid, signal, _)) => (pid, exit::killed_by(signal as i32)),
-            Ok(WaitStatus::StillAlive) | Err(_) => return,
-            Ok(_) => continue,
+            Ok(WaitStatus::StillAlive) => return true,
+            Err(Errno::EINTR) | Ok(_) => continue,
+            // ECHILD: none left.
+            Err(_) => return false,
         };
         if exited.0 == job && code.is_none() {
             *code = Some(exited.1);

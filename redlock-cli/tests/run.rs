@@ -457,8 +457,8 @@ fn a_lost_lock_kills_the_processes_that_ignore_sigterm_after_the_grace() {
                 "--",
             ])
             .args(sh(&format!(
-                "(trap '' TERM; while true; do sleep 0.05; done) & \
-                 echo $! > '{0}.tmp'; mv '{0}.tmp' '{0}'; wait",
+                "(trap '' TERM; sh -c 'echo $PPID' > '{0}.tmp'; \
+                 mv '{0}.tmp' '{0}'; while true; do sleep 0.05; done) & wait",
                 scratch.path("child").display()
             ))),
     );
@@ -544,13 +544,95 @@ fn a_killed_supervisor_takes_the_job_along_before_the_lock_is_released() {
         holder.pid().as_raw(),
         "the job runs under its supervisor"
     );
+    // The next holder's job records whether the first job is still there when it starts.
+    let waiter = Running::start(
+        redlock(&nodes)
+            .args(["run", "orphan", "--wait", "60s", "-v", "--"])
+            .args(sh(&format!(
+                "if kill -0 {job} 2>/dev/null; then echo alive; else echo gone; fi > '{}'",
+                scratch.path("seen").display()
+            ))),
+    );
+    assert!(
+        eventually(PATIENCE, || waiter.stderr().contains("waiting for orphan")),
+        "the waiter waits"
+    );
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(supervisor), Signal::SIGKILL)
         .expect("kill the supervisor");
     let done = holder.wait();
     done.assert_code(128 + 9);
-    // Gone before redlock let the lock go, not left to run without it.
-    assert!(is_dead(job), "the job outlived its supervisor: {done:#?}");
+    waiter.wait().assert_code(0);
+    // Gone (killed and collected) before redlock let the lock go.
+    assert_eq!(scratch.read("seen"), "gone\n", "{done:#?}");
     assert!(!locked(&nodes, "orphan"));
+}
+
+#[test]
+fn what_the_job_runs_in_a_group_of_its_own_is_reached_and_waited_for() {
+    let (_masters, nodes) = masters(1);
+    let scratch = Scratch::new();
+    // `timeout` inside a script makes its own process group; what runs under it must get the
+    // SIGTERM of a lost lock too.
+    let inner = format!(
+        "trap \"echo term >> '{out}'; exit 0\" TERM; echo $$ > '{pid}.tmp'; mv '{pid}.tmp' '{pid}'; \
+         while true; do sleep 0.05; done",
+        out = scratch.path("out").display(),
+        pid = scratch.path("pid").display(),
+    );
+    let holder = Running::start(
+        redlock(&nodes)
+            .args([
+                "run",
+                "nested",
+                "--watchdog-timeout",
+                "3s",
+                "--grace",
+                "60s",
+                "--",
+            ])
+            .args(sh("timeout 600 sh -c \"$0\"; true"))
+            .arg(&inner),
+    );
+    scratch.await_file("pid");
+    let inner_pid: i32 = scratch.read("pid").trim().parse().expect("pid");
+    finish(redlock(&nodes).args(["unlock", "--force", "nested"])).assert_code(0);
+    let done = holder.wait();
+    done.assert_code(LOST);
+    assert_eq!(scratch.read("out"), "term\n", "{done:#?}");
+    assert!(
+        !done.stderr.contains("of grace: SIGKILL"),
+        "ended by its SIGTERM: {done:#?}"
+    );
+    assert!(
+        is_dead(inner_pid),
+        "the process under timeout outlived the lock"
+    );
+}
+
+#[test]
+fn a_daemon_the_job_starts_keeps_the_lock_held() {
+    let (_masters, nodes) = masters(1);
+    let scratch = Scratch::new();
+    let holder = Running::start(
+        redlock(&nodes)
+            .args(["run", "daemon", "--"])
+            .args(sh(&format!(
+                "setsid sh -c 'while [ ! -e \"{go}\" ]; do sleep 0.02; done' & \
+         echo $$ > '{ready}.tmp'; mv '{ready}.tmp' '{ready}'; exit 0",
+                go = scratch.path("go").display(),
+                ready = scratch.path("ready").display(),
+            ))),
+    );
+    scratch.await_file("ready");
+    let command: i32 = scratch.read("ready").trim().parse().expect("pid");
+    assert!(
+        eventually(PATIENCE, || is_dead(command)),
+        "the command exits"
+    );
+    assert!(locked(&nodes, "daemon"), "released while the daemon ran");
+    scratch.touch("go");
+    holder.wait().assert_code(0);
+    assert!(!locked(&nodes, "daemon"));
 }
 
 #[test]
