@@ -71,17 +71,17 @@ impl Job {
         Ok(status)
     }
 
-    /// Passes `signal` on to the job's group (the supervisor follows it with SIGCONT).
+    /// Passes `signal` on to the job (the supervisor follows it with SIGCONT).
     pub(crate) fn pass_on(&self, signal: Signal) {
         self.tell(signal);
     }
 
-    /// Stops the job's group.
+    /// Stops the job.
     pub(crate) fn stop(&self) {
         self.tell(STOP_JOB);
     }
 
-    /// Continues the job's group.
+    /// Continues the job.
     pub(crate) fn resume(&self) {
         self.tell(CONTINUE_JOB);
     }
@@ -119,8 +119,8 @@ async fn kill_orphans_until_none_is_left() {
     let started = std::time::Instant::now();
     let mut warned = Duration::ZERO;
     loop {
-        for (descendant, _) in procfs::descendants() {
-            let _ = kill(descendant, Signal::SIGKILL);
+        for descendant in procfs::descendants() {
+            let _ = kill(descendant.pid, Signal::SIGKILL);
         }
         loop {
             match waitpid(None, Some(WaitPidFlag::WNOHANG)) {

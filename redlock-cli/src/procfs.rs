@@ -1,31 +1,53 @@
 //! What Linux's `/proc` tells about this process: the signals it was started with ignored,
 //! and its descendants. Elsewhere, no signal looks ignored and no descendant is seen.
 
+use std::collections::{HashMap, HashSet};
+
 use nix::sys::signal::Signal;
 use nix::unistd::{getpid, Pid};
 
-/// The live (not zombie) descendants of this process, each with its process group. A snapshot:
-/// for signalling them; whether any is left is told by `waitpid` (see `supervisor.rs`).
-pub(crate) fn descendants() -> Vec<(Pid, Pid)> {
+/// A descendant of this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Descendant {
+    pub(crate) pid: Pid,
+    pub(crate) group: Pid,
+    pub(crate) session: Pid,
+}
+
+/// The descendants of this process, zombies included (a process whose main thread exited
+/// shows as one while its other threads run; signalling a zombie is harmless). A snapshot: a
+/// process forked while it is taken may be missing.
+pub(crate) fn descendants() -> Vec<Descendant> {
     let me = getpid().as_raw();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let processes: Vec<(i32, Stat)> = entries
+    let mut children: HashMap<i32, Vec<(i32, Stat)>> = HashMap::new();
+    for pid in entries
         .filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            Some((pid, parse_stat(&stat)?))
-        })
-        .collect();
+    {
+        let Some(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| parse_stat(&stat))
+        else {
+            continue;
+        };
+        children.entry(stat.parent).or_default().push((pid, stat));
+    }
+    let mut seen = HashSet::from([me]);
     let mut found = vec![me];
     let mut descendants = Vec::new();
     while let Some(parent) = found.pop() {
-        for (pid, stat) in processes.iter().filter(|(_, stat)| stat.parent == parent) {
-            found.push(*pid);
-            if !stat.dead {
-                descendants.push((Pid::from_raw(*pid), Pid::from_raw(stat.group)));
+        for (pid, stat) in children.get(&parent).into_iter().flatten() {
+            // A pid reused during the scan could make a cycle: each is walked once.
+            if seen.insert(*pid) {
+                found.push(*pid);
+                descendants.push(Descendant {
+                    pid: Pid::from_raw(*pid),
+                    group: Pid::from_raw(stat.group),
+                    session: Pid::from_raw(stat.session),
+                });
             }
         }
     }
@@ -35,23 +57,23 @@ pub(crate) fn descendants() -> Vec<(Pid, Pid)> {
 /// What `descendants` reads of a process.
 #[derive(Debug, PartialEq, Eq)]
 struct Stat {
-    dead: bool,
     parent: i32,
     group: i32,
+    session: i32,
 }
 
-/// The state, parent and process group of a `/proc/PID/stat` line. The command name, in
+/// The parent, process group and session of a `/proc/PID/stat` line. The command name, in
 /// parentheses, may itself hold spaces and parentheses: the fields are read after the last `)`.
 fn parse_stat(stat: &str) -> Option<Stat> {
     let (_, rest) = stat.rsplit_once(')')?;
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?;
+    let mut fields = rest.split_whitespace().skip(1);
     let parent = fields.next()?.parse().ok()?;
     let group = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
     Some(Stat {
-        dead: matches!(state, "Z" | "X"),
         parent,
         group,
+        session,
     })
 }
 
@@ -75,14 +97,14 @@ mod tests {
 
     #[test]
     fn stat_lines_are_read_after_the_command_name() {
-        let stat = "4242 (a (weird) name) S 1 4240 4240 0 -1";
+        let stat = "4242 (a (weird) name) S 1 4240 4239 0 -1";
         let read = parse_stat(stat);
         assert_eq!(
             read,
             Some(Stat {
-                dead: false,
                 parent: 1,
-                group: 4240
+                group: 4240,
+                session: 4239,
             })
         );
         assert_eq!(parse_stat("garbage"), None);
@@ -103,7 +125,11 @@ mod tests {
         let found = descendants();
         let _ = nix::sys::signal::kill(grandchild, nix::sys::signal::Signal::SIGKILL);
         let _ = child.wait();
-        let group = nix::unistd::getpgrp();
-        assert!(found.contains(&(grandchild, group)), "{found:?}");
+        let expected = Descendant {
+            pid: grandchild,
+            group: nix::unistd::getpgrp(),
+            session: nix::unistd::getsid(None).expect("session"),
+        };
+        assert!(found.contains(&expected), "{found:?}");
     }
 }

@@ -6,18 +6,19 @@
 //! - starts the command as its child, leading a new process group;
 //! - passes on to the job the signals redlock sends it (each followed by SIGCONT, so that a
 //!   stopped job acts on it), and stops or continues the job when redlock asks ([`STOP_JOB`],
-//!   [`CONTINUE_JOB`]). The job is the command and every descendant of it: a signal goes to the
-//!   command's group, to any group a process of the job made (`timeout(1)` inside a script
-//!   makes one), and to each descendant in some other group;
+//!   [`CONTINUE_JOB`]). The job is the command and its descendants in the session: a signal
+//!   goes to the command's group, to any group a process of the job made (`timeout(1)` inside
+//!   a script makes one), and to each other such descendant;
 //! - asks the kernel for a signal when redlock dies (Linux `PR_SET_PDEATHSIG`), and checks
 //!   every second besides; when redlock is gone, it SIGKILLs the job. That reaches setuid
 //!   programs that keep the caller as their real user, which a parent-death signal set on the
 //!   program itself would not (the kernel drops it at such an exec);
 //! - is the subreaper of the command's descendants (`PR_SET_CHILD_SUBREAPER`), and collects
 //!   them;
-//! - exits, with the command's code (128 + N if a signal killed it), only once no descendant
-//!   is left (`reap`): the lock is held as long as any process of the job runs, as flock(1)'s
-//!   lock is while any process holds its file open.
+//! - exits, with the command's code (128 + N if a signal killed it), only once no process of
+//!   the job is left (`job_left`: a descendant still in the session): the lock is held as long
+//!   as any process of the job runs, as flock(1)'s lock is while any process holds its file
+//!   open. A process that makes a session of its own (a daemon) leaves the job.
 //!
 //! If the supervisor itself dies, its orphans are handed to redlock (a subreaper too), which
 //! kills and collects them before it lets the lock go (`Job::wait`).
@@ -32,7 +33,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{getppid, Pid};
+use nix::unistd::{getppid, getsid, Pid};
 
 use crate::exit;
 use crate::procfs;
@@ -150,80 +151,123 @@ async fn watch(parent: Pid, command: &[OsString]) -> u8 {
             };
         }
     };
+    let session = getsid(None).unwrap_or(Pid::from_raw(0));
     let mut code = None;
     let mut check = tokio::time::interval(PARENT_CHECK);
+    // Consecutive looks that found no process of the job: two are needed, as one look at
+    // /proc is not atomic (a process that dies while it is taken hands its children to the
+    // supervisor, and the next look sees them).
+    let mut empty_looks = 0;
     loop {
-        let processes_left = reap(job, &mut code);
+        reap(job, &mut code);
+        let alive = code.is_none();
         if getppid() != parent {
             // redlock is gone: nobody holds the lock for the job any more.
-            signal_job(job, Signal::SIGKILL);
+            signal_job(job, alive, session, &[Signal::SIGKILL]);
         }
-        if let (Some(code), false) = (code, processes_left) {
-            return code;
+        if code.is_some() {
+            empty_looks = if job_left(session) {
+                0
+            } else {
+                empty_looks + 1
+            };
+            if let (Some(code), 2..) = (code, empty_looks) {
+                return code;
+            }
         }
         tokio::select! {
             event = caught.next_or_child() => match event {
                 // A child stopped or ended: collected at the top of the loop.
                 None => {}
-                Some(STOP_JOB) => signal_job(job, Signal::SIGSTOP),
-                Some(CONTINUE_JOB) => signal_job(job, Signal::SIGCONT),
+                Some(STOP_JOB) => signal_job(job, alive, session, &[Signal::SIGSTOP]),
+                Some(CONTINUE_JOB) => signal_job(job, alive, session, &[Signal::SIGCONT]),
                 // The parent-death signal is one of these: the top of the loop tells.
                 Some(passed_on) if getppid() == parent => {
-                    signal_job(job, passed_on);
-                    signal_job(job, Signal::SIGCONT);
+                    signal_job(job, alive, session, &[passed_on, Signal::SIGCONT]);
                 }
                 Some(_) => {}
             },
-            // The command is done but some of its processes are not (their ends are signalled
-            // to their own parents, not here): look again shortly.
-            () = tokio::time::sleep(LINGER_CHECK), if code.is_some() => {}
+            // The command is done: look again shortly for the rest of the job (their ends are
+            // signalled to their own parents, not here), and at once for the second look.
+            () = tokio::time::sleep(if empty_looks > 0 { Duration::ZERO } else { LINGER_CHECK }),
+                if code.is_some() => {}
             _ = check.tick() => {}
         }
     }
 }
 
-/// Sends `signal` to every process of the job: the process groups the job made (the command's
-/// own, and any a process of it made, as `timeout(1)` does), and each descendant in some
-/// other group.
-fn signal_job(command: Pid, signal: Signal) {
-    let descendants = procfs::descendants();
-    let made_by_the_job =
-        |group: Pid| group == command || descendants.iter().any(|(pid, _)| *pid == group);
-    let mut signalled = vec![command];
-    let _ = killpg(command, signal);
-    for (pid, group) in &descendants {
-        if made_by_the_job(*group) {
-            if !signalled.contains(group) {
-                signalled.push(*group);
-                let _ = killpg(*group, signal);
-            }
-        } else {
-            let _ = kill(*pid, signal);
+/// Whether a process of the job is left: a descendant in the supervisor's session (zombies
+/// included: one may be a process whose main thread exited while others run). A process that
+/// made a session of its own (`setsid`: a daemon detaching, an agent such as `gpg-agent` or an
+/// ssh master connection) is not the job's any more, as it would not hold flock(1)'s lock
+/// either once it closed the descriptors it inherited.
+fn job_left(session: Pid) -> bool {
+    procfs::descendants()
+        .iter()
+        .any(|descendant| descendant.session == session)
+}
+
+/// Sends `signals`, in order, to every process of the job: the process groups the job made
+/// (the command's own while it has members, and any a process of it made, as `timeout(1)`
+/// does), and each other descendant in the session. A stop or a kill is sent again until a
+/// look finds no process it did not reach (one forked meanwhile).
+fn signal_job(command: Pid, command_alive: bool, session: Pid, signals: &[Signal]) {
+    let rounds = if signals
+        .iter()
+        .any(|signal| matches!(signal, Signal::SIGSTOP | Signal::SIGKILL))
+    {
+        5
+    } else {
+        1
+    };
+    let mut reached: Vec<Pid> = Vec::new();
+    for _ in 0..rounds {
+        let job: Vec<procfs::Descendant> = procfs::descendants()
+            .into_iter()
+            .filter(|descendant| descendant.session == session)
+            .collect();
+        if !reached.is_empty() && job.iter().all(|process| reached.contains(&process.pid)) {
+            return;
         }
+        // A group is signalled as a whole only if the job made it: its leader is (or was,
+        // while it has members of the job) a process of the job. The command's group id
+        // cannot be reused while a process is in it.
+        let made_by_the_job = |group: Pid| {
+            (group == command && (command_alive || job.iter().any(|p| p.group == command)))
+                || job.iter().any(|process| process.pid == group)
+        };
+        for signal in signals {
+            if command_alive {
+                let _ = killpg(command, *signal);
+            }
+            let mut groups: Vec<Pid> = Vec::new();
+            for process in &job {
+                if made_by_the_job(process.group) {
+                    if !groups.contains(&process.group) {
+                        groups.push(process.group);
+                        let _ = killpg(process.group, *signal);
+                    }
+                } else {
+                    let _ = kill(process.pid, *signal);
+                }
+            }
+        }
+        reached.extend(job.iter().map(|process| process.pid));
     }
 }
 
 /// Collects every exited child: the command (its exit code goes to `code`), and the
-/// descendants handed to the supervisor as their parents died. Answers whether a child is
-/// left.
-///
-/// No child left means no process of the job is left: the supervisor is the subreaper of the
-/// command's descendants, so each live one is a child of the supervisor or descends from one
-/// through live processes. `waitpid` answers that atomically, sees processes `/proc` may hide
-/// (another user's, under `hidepid`), and does not report a process whose main thread exited
-/// while others run. Daemons the job started are its descendants too: they keep the lock held,
-/// as a daemon that kept flock(1)'s file open would.
-fn reap(job: Pid, code: &mut Option<u8>) -> bool {
+/// descendants handed to the supervisor as their parents died.
+fn reap(job: Pid, code: &mut Option<u8>) {
     loop {
         let exited = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(pid, status)) => {
                 (pid, u8::try_from(status).unwrap_or(exit::SOFTWARE))
             }
             Ok(WaitStatus::Signaled(pid, signal, _)) => (pid, exit::killed_by(signal as i32)),
-            Ok(WaitStatus::StillAlive) => return true,
-            Err(Errno::EINTR) | Ok(_) => continue,
-            // ECHILD: none left.
-            Err(_) => return false,
+            Err(Errno::EINTR) | Ok(WaitStatus::Stopped(..) | WaitStatus::Continued(_)) => continue,
+            // None exited (StillAlive), or no child left (ECHILD).
+            _ => return,
         };
         if exited.0 == job && code.is_none() {
             *code = Some(exited.1);
