@@ -1,5 +1,5 @@
-//! `redlock run NAME -- COMMAND`: take the lock, run the job under it, release it when the job
-//! exits, and exit with the job's code.
+//! `redlock run NAME -- COMMAND`: take the lock, run the job under it, release it once every
+//! process of the job is done, and exit with the command's code.
 
 use std::time::Duration;
 
