@@ -38,7 +38,7 @@ fn main() -> ExitCode {
     }
     // A redlock in the background writing to its terminal (with `tostop`) must not be stopped,
     // renewal and all, while its job runs on.
-    supervisor::block_terminal_stops();
+    signals::block_terminal_stops();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(err) => return ExitCode::from(usage_error(&err)),

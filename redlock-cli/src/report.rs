@@ -94,7 +94,7 @@ impl Reporter {
     /// Shows that the lock `name` is being waited for: a spinner on a terminal, one line with
     /// `-v` otherwise. The returned handle takes the lock's status as it is learnt.
     pub(crate) fn waiting(&self, name: &str) -> Waiting {
-        let spinner = (self.terminal && self.level > Level::Quiet).then(|| {
+        let spinner = self.animates().then(|| {
             let spinner = ProgressBar::new_spinner();
             spinner.set_style(
                 ProgressStyle::with_template("{spinner} {msg} ({elapsed})")

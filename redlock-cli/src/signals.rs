@@ -15,7 +15,7 @@
 use std::future::poll_fn;
 use std::task::{Context, Poll};
 
-use nix::sys::signal::Signal;
+use nix::sys::signal::{SigSet, Signal};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::procfs;
@@ -123,5 +123,18 @@ impl Caught {
 pub(crate) fn stop_self() {
     if let Err(err) = nix::sys::signal::raise(Signal::SIGSTOP) {
         tracing::warn!(%err, "cannot stop redlock");
+    }
+}
+
+/// Blocks SIGTTIN and SIGTTOU in this thread (and those it starts): a process outside the
+/// terminal's foreground group that writes to it with `tostop` set, or reads from it, would
+/// otherwise be stopped, and nothing would continue it. A blocked SIGTTOU lets the write
+/// through. Commands started with std's `spawn` get an empty mask again.
+pub(crate) fn block_terminal_stops() {
+    let mut stops = SigSet::empty();
+    stops.add(Signal::SIGTTIN);
+    stops.add(Signal::SIGTTOU);
+    if let Err(err) = stops.thread_block() {
+        tracing::warn!(%err, "cannot block SIGTTIN and SIGTTOU");
     }
 }

@@ -1,9 +1,10 @@
 //! `redlock status NAME` and `redlock unlock --force NAME`: a lock seen and cleared from
 //! outside, as text or JSON.
 
+use std::future::Future;
 use std::time::Duration;
 
-use redlock_reentrant::{LockClient, LockStatus};
+use redlock_reentrant::{Error, LockStatus, RLock};
 use serde::Serialize;
 
 use crate::args::{Connection, StatusArgs, UnlockArgs};
@@ -45,10 +46,10 @@ pub(crate) async fn status(
     connection: &Connection,
     out: &Reporter,
 ) -> Result<u8, Failure> {
-    let client = connect(connection, NO_HOLDS, out).await?;
-    let status = client.get_lock(args.name.as_str()).status().await;
-    client.shutdown().await;
-    let status = status?;
+    let status = on_the_lock(connection, out, &args.name, |lock| async move {
+        lock.status().await
+    })
+    .await?;
     if args.json {
         print_json(&StatusJson {
             name: &args.name,
@@ -106,10 +107,10 @@ pub(crate) async fn unlock(
             args.name
         )));
     }
-    let client: LockClient = connect(connection, NO_HOLDS, out).await?;
-    let deleted = client.get_lock(args.name.as_str()).force_unlock().await;
-    client.shutdown().await;
-    let deleted = deleted?;
+    let deleted = on_the_lock(connection, out, &args.name, |lock| async move {
+        lock.force_unlock().await
+    })
+    .await?;
     if args.json {
         print_json(&UnlockJson {
             name: &args.name,
@@ -121,6 +122,22 @@ pub(crate) async fn unlock(
         answer(format_args!("{}: was not locked", args.name));
     }
     Ok(0)
+}
+
+/// Connects, runs `question` on the lock `name`, and shuts the client down whatever it answered.
+async fn on_the_lock<T, F>(
+    connection: &Connection,
+    out: &Reporter,
+    name: &str,
+    question: impl FnOnce(RLock) -> F,
+) -> Result<T, Failure>
+where
+    F: Future<Output = Result<T, Error>>,
+{
+    let client = connect(connection, NO_HOLDS, out).await?;
+    let answer = question(client.get_lock(name)).await;
+    client.shutdown().await;
+    Ok(answer?)
 }
 
 fn print_json(value: &impl Serialize) -> Result<(), Failure> {

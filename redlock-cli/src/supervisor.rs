@@ -31,14 +31,14 @@ use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::signal::{kill, killpg, SigSet, Signal};
+use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{getppid, getsid, Pid};
 
 use crate::exit;
 use crate::procfs;
 use crate::report::say;
-use crate::signals::{Caught, FORWARDED};
+use crate::signals::{block_terminal_stops, Caught, FORWARDED};
 
 /// The supervisor's argument: `redlock __exec PARENT_PID -- COMMAND [ARGS...]`.
 pub(crate) const SUPERVISOR: &str = "__exec";
@@ -99,19 +99,6 @@ pub(crate) fn supervise(args: &[OsString]) -> u8 {
         }
     };
     runtime.block_on(watch(Pid::from_raw(parent), command))
-}
-
-/// Blocks SIGTTIN and SIGTTOU in this thread (and those it starts): a process outside the
-/// terminal's foreground group that writes to it with `tostop` set, or reads from it, would
-/// otherwise be stopped, and nothing would continue it. A blocked SIGTTOU lets the write
-/// through. Commands started with std's `spawn` get an empty mask again.
-pub(crate) fn block_terminal_stops() {
-    let mut stops = SigSet::empty();
-    stops.add(Signal::SIGTTIN);
-    stops.add(Signal::SIGTTOU);
-    if let Err(err) = stops.thread_block() {
-        tracing::warn!(%err, "cannot block SIGTTIN and SIGTTOU");
-    }
 }
 
 async fn watch(parent: Pid, command: &[OsString]) -> u8 {

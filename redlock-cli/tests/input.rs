@@ -145,12 +145,7 @@ fn status_and_unlock_answer_in_text() {
 fn status_says_undecided_when_the_silent_nodes_could_make_it_held() {
     let (masters, nodes) = masters(3);
     let scratch = Scratch::new();
-    let holder = Running::start(
-        redlock(&nodes)
-            .args(["run", "report", "--"])
-            .args(job_until(&scratch.path("out"), &scratch.path("go"))),
-    );
-    scratch.await_file("out");
+    let holder = holding(&nodes, "report", &scratch);
     // Held on all three. One is stopped and the key vanishes from another: of the two that
     // answer, one holds it, and the silent one could make a majority.
     masters.stop(0);

@@ -45,12 +45,7 @@ fn of_two_no_wait_runs_started_together_exactly_one_runs_the_job() {
 fn the_busy_exit_code_can_be_chosen_and_is_said_with_v() {
     let (_masters, nodes) = masters(1);
     let scratch = Scratch::new();
-    let holder = Running::start(
-        redlock(&nodes)
-            .args(["run", "report", "--"])
-            .args(job_until(&scratch.path("out"), &scratch.path("go"))),
-    );
-    scratch.await_file("out");
+    let holder = holding(&nodes, "report", &scratch);
     let busy = finish(redlock(&nodes).args([
         "run",
         "report",
@@ -118,8 +113,8 @@ fn a_killed_redlock_takes_its_job_along_and_frees_the_lock_after_its_lease() {
         redlock(&nodes)
             .args(["run", "cron", "--watchdog-timeout", "10s", "--"])
             .args(sh(&format!(
-                "sleep 600 & echo \"$$ $!\" > '{0}.tmp'; mv '{0}.tmp' '{0}'; wait",
-                scratch.path("pids").display()
+                "sleep 600 & {}; wait",
+                scratch.publish("pids", "$$ $!")
             ))),
     );
     scratch.await_file("pids");
@@ -283,12 +278,7 @@ fn signals_reach_the_job_and_the_lock_frees_as_soon_as_it_exits() {
 fn a_signal_while_waiting_ends_the_wait_without_running_the_job() {
     let (_masters, nodes) = masters(3);
     let scratch = Scratch::new();
-    let holder = Running::start(
-        redlock(&nodes)
-            .args(["run", "queue", "--"])
-            .args(job_until(&scratch.path("out"), &scratch.path("go"))),
-    );
-    scratch.await_file("out");
+    let holder = holding(&nodes, "queue", &scratch);
     let waiter = Running::start(redlock(&nodes).args(["run", "queue", "-v", "--"]).args(sh(
         &format!("echo waiter >> '{}'", scratch.path("out").display()),
     )));
@@ -311,9 +301,8 @@ fn the_job_gets_the_name_and_a_token_the_status_counter_covers() {
     let (_masters, nodes) = masters(3);
     let scratch = Scratch::new();
     let holder = Running::start(redlock(&nodes).args(["run", "env", "--"]).args(sh(&format!(
-        "echo \"$REDLOCK_NAME $REDLOCK_FENCING_TOKEN\" > '{0}.tmp'; mv '{0}.tmp' '{0}'; \
-         while [ ! -e '{1}' ]; do sleep 0.02; done; exit 7",
-        scratch.path("env").display(),
+        "{}; while [ ! -e '{}' ]; do sleep 0.02; done; exit 7",
+        scratch.publish("env", "$REDLOCK_NAME $REDLOCK_FENCING_TOKEN"),
         scratch.path("go").display()
     ))));
     scratch.await_file("env");
@@ -335,20 +324,10 @@ fn the_job_gets_the_name_and_a_token_the_status_counter_covers() {
     assert_eq!(free["ttl_ms"], serde_json::Value::Null, "{free}");
 }
 
-/// The state letter of process `pid` (`T` when stopped), if it exists.
-fn state_of(pid: i32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().next().map(str::to_owned)
-}
-
 /// A job of one process (no fork while it runs, so a stop reaches it at once) that writes
 /// its pid and sleeps.
 fn sleeping_job(scratch: &Scratch) -> Vec<String> {
-    sh(&format!(
-        "echo $$ > '{pid}.tmp'; mv '{pid}.tmp' '{pid}'; exec sleep 600",
-        pid = scratch.path("pid").display(),
-    ))
+    sh(&format!("{}; exec sleep 600", scratch.publish("pid", "$$")))
 }
 
 #[test]
@@ -360,8 +339,7 @@ fn ctrl_z_stops_the_job_with_redlock_and_continuing_resumes_it_while_held() {
             .args(["run", "pausable", "--"])
             .args(sleeping_job(&scratch)),
     );
-    scratch.await_file("pid");
-    let job: i32 = scratch.read("pid").trim().parse().expect("pid");
+    let job: i32 = scratch.await_pid("pid");
     let redlock = holder.pid().as_raw();
     holder.signal(Signal::SIGTSTP);
     let stopped = |pid| state_of(pid).as_deref() == Some("T");
@@ -414,14 +392,13 @@ fn the_lock_is_held_until_every_process_of_the_job_is_done() {
             .args(["run", "linger", "--"])
             .args(sh(&format!(
                 "(while [ ! -e '{go}' ]; do sleep 0.02; done; echo late >> '{out}') & \
-         echo $$ > '{ready}.tmp'; mv '{ready}.tmp' '{ready}'; exit 0",
+                 {ready}; exit 0",
                 go = scratch.path("go").display(),
                 out = scratch.path("out").display(),
-                ready = scratch.path("ready").display(),
+                ready = scratch.publish("ready", "$$"),
             ))),
     );
-    scratch.await_file("ready");
-    let command: i32 = scratch.read("ready").trim().parse().expect("pid");
+    let command: i32 = scratch.await_pid("ready");
     assert!(
         eventually(PATIENCE, || is_dead(command)),
         "the command exits"
@@ -462,8 +439,7 @@ fn a_lost_lock_kills_the_processes_that_ignore_sigterm_after_the_grace() {
                 scratch.path("child").display()
             ))),
     );
-    scratch.await_file("child");
-    let child: i32 = scratch.read("child").trim().parse().expect("pid");
+    let child: i32 = scratch.await_pid("child");
     finish(redlock(&nodes).args(["unlock", "--force", "ignorer"])).assert_code(0);
     let done = holder.wait();
     done.assert_code(LOST);
@@ -517,16 +493,6 @@ fn an_ignored_sigchld_does_not_lose_the_jobs_exit_code() {
     done.assert_code(3);
 }
 
-/// The parent of process `pid`.
-fn parent_of(pid: i32) -> i32 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    let (_, rest) = stat.rsplit_once(')').expect("stat");
-    rest.split_whitespace()
-        .nth(1)
-        .and_then(|ppid| ppid.parse().ok())
-        .expect("ppid")
-}
-
 #[test]
 fn a_killed_supervisor_takes_the_job_along_before_the_lock_is_released() {
     let (_masters, nodes) = masters(1);
@@ -536,8 +502,7 @@ fn a_killed_supervisor_takes_the_job_along_before_the_lock_is_released() {
             .args(["run", "orphan", "--"])
             .args(sleeping_job(&scratch)),
     );
-    scratch.await_file("pid");
-    let job: i32 = scratch.read("pid").trim().parse().expect("pid");
+    let job: i32 = scratch.await_pid("pid");
     let supervisor = parent_of(job);
     assert_ne!(
         supervisor,
@@ -574,10 +539,9 @@ fn what_the_job_runs_in_a_group_of_its_own_is_reached_and_waited_for() {
     // `timeout` inside a script makes its own process group; what runs under it must get the
     // SIGTERM of a lost lock too.
     let inner = format!(
-        "trap \"echo term >> '{out}'; exit 0\" TERM; echo $$ > '{pid}.tmp'; mv '{pid}.tmp' '{pid}'; \
-         while true; do sleep 0.05; done",
+        "trap \"echo term >> '{out}'; exit 0\" TERM; {pid}; while true; do sleep 0.05; done",
         out = scratch.path("out").display(),
-        pid = scratch.path("pid").display(),
+        pid = scratch.publish("pid", "$$"),
     );
     let holder = Running::start(
         redlock(&nodes)
@@ -593,8 +557,7 @@ fn what_the_job_runs_in_a_group_of_its_own_is_reached_and_waited_for() {
             .args(sh("timeout 600 sh -c \"$0\"; true"))
             .arg(&inner),
     );
-    scratch.await_file("pid");
-    let inner_pid: i32 = scratch.read("pid").trim().parse().expect("pid");
+    let inner_pid: i32 = scratch.await_pid("pid");
     finish(redlock(&nodes).args(["unlock", "--force", "nested"])).assert_code(0);
     let done = holder.wait();
     done.assert_code(LOST);
@@ -639,22 +602,18 @@ fn a_daemon_the_job_starts_leaves_the_job() {
 fn a_job_under_timeout_which_makes_its_own_group_is_still_reached() {
     let (_masters, nodes) = masters(1);
     let scratch = Scratch::new();
-    let job = sh(&format!(
-        "echo $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'; exec sleep 600",
-        scratch.path("pid").display()
-    ));
+    let job = sh(&format!("{}; exec sleep 600", scratch.publish("pid", "$$")));
     // Signals passed on reach what runs under `timeout`.
     let holder = Running::start(
         redlock(&nodes)
             .args(["run", "timed", "--", "timeout", "600"])
             .args(&job),
     );
-    scratch.await_file("pid");
+    let sleeper: i32 = scratch.await_pid("pid");
     holder.signal(Signal::SIGTERM);
     let done = holder.wait();
     // timeout passes the TERM on, and exits 124 once its command is gone.
     assert!(done.code() == 124 || done.code() == 128 + 15, "{done:#?}");
-    let sleeper: i32 = scratch.read("pid").trim().parse().expect("pid");
     assert!(is_dead(sleeper), "the job under timeout outlived redlock");
     // And it dies with a killed redlock.
     std::fs::remove_file(scratch.path("pid")).expect("rm");
@@ -663,8 +622,7 @@ fn a_job_under_timeout_which_makes_its_own_group_is_still_reached() {
             .args(["run", "timed", "--", "timeout", "600"])
             .args(&job),
     );
-    scratch.await_file("pid");
-    let sleeper: i32 = scratch.read("pid").trim().parse().expect("pid");
+    let sleeper: i32 = scratch.await_pid("pid");
     holder.signal(Signal::SIGKILL);
     drop(holder);
     assert!(

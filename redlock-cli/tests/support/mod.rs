@@ -226,6 +226,22 @@ impl Scratch {
     pub fn touch(&self, name: &str) {
         std::fs::write(self.path(name), "").expect("touch");
     }
+
+    /// A shell snippet that writes `value` (`$$`, `$!`, ...) to the file `name` at once, so that
+    /// [`Scratch::await_pid`] never reads it half written.
+    pub fn publish(&self, name: &str, value: &str) -> String {
+        let path = self.path(name);
+        format!(
+            "echo \"{value}\" > '{0}.tmp'; mv '{0}.tmp' '{0}'",
+            path.display()
+        )
+    }
+
+    /// Waits for the file `name` (written by [`Scratch::publish`]) and reads the pid in it.
+    pub fn await_pid(&self, name: &str) -> i32 {
+        self.await_file(name);
+        self.read(name).trim().parse().expect("a pid")
+    }
 }
 
 /// A job (`sh -c SCRIPT`) that appends `ran` to `out`, then waits until `go` exists.
@@ -235,6 +251,17 @@ pub fn job_until(out: &Path, go: &Path) -> Vec<String> {
         out.display(),
         go.display()
     ))
+}
+
+/// A `redlock run NAME` holding the lock with [`job_until`]`(out, go)`, once its job runs.
+pub fn holding(nodes: &[String], name: &str, scratch: &Scratch) -> Running {
+    let holder = Running::start(
+        redlock(nodes)
+            .args(["run", name, "--"])
+            .args(job_until(&scratch.path("out"), &scratch.path("go"))),
+    );
+    scratch.await_file("out");
+    holder
 }
 
 /// `sh -c script` as a command line.
@@ -249,15 +276,29 @@ pub fn masters(n: usize) -> (RedisCluster, Vec<String>) {
     (cluster, urls)
 }
 
+/// The fields of `/proc/PID/stat` after the command name (state, parent, ...), if `pid`
+/// exists. The name, in parentheses, may itself hold spaces: the fields follow the last `)`.
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The state letter of process `pid` (`T` when stopped), if it exists.
+pub fn state_of(pid: i32) -> Option<String> {
+    stat_fields(pid)?.into_iter().next()
+}
+
+/// The parent of process `pid`.
+pub fn parent_of(pid: i32) -> i32 {
+    stat_fields(pid)
+        .and_then(|fields| fields.get(1)?.parse().ok())
+        .expect("the parent of a live process")
+}
+
 /// Whether process `pid` is gone or a zombie (dead, not yet reaped).
 pub fn is_dead(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state == "Z" || state == "X"),
-    }
+    state_of(pid).is_none_or(|state| state == "Z" || state == "X")
 }
 
 /// Whether `signal` is ignored in this test process (and so in what it starts).
