@@ -1,0 +1,55 @@
+//! Runs the model checker over the scenarios and prints what it found.
+//!
+//! `cargo run -p redlock-model --release` checks the bounded scenarios CI checks; `-- --deep`
+//! the deeper ones; `-- --variants` also checks that every broken variant is caught and prints
+//! its counterexample; `-- --only NAME` checks one scenario.
+
+use redlock_model::{check, find, scenarios, Variant};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let deep = args.iter().any(|arg| arg == "--deep");
+    let variants = args.iter().any(|arg| arg == "--variants");
+    let only = args
+        .iter()
+        .position(|arg| arg == "--only")
+        .and_then(|at| args.get(at + 1));
+    let mut failed = false;
+    let mut chosen = if deep {
+        scenarios::deep()
+    } else {
+        scenarios::bounded()
+    };
+    chosen.retain(|scenario| only.is_none_or(|name| scenario.name == name));
+    for scenario in &chosen {
+        let report = check(scenario);
+        println!("{}", report.summary());
+        for (property, counterexample) in &report.violations {
+            println!("counterexample to {property:?}:\n{}", counterexample.trace);
+        }
+        failed |= !report.passed();
+    }
+    if variants {
+        for variant in Variant::BROKEN {
+            let (scenario, property) = scenarios::catching(variant);
+            let (found, report) = find(&scenario, property);
+            match found {
+                Some(counterexample) => println!(
+                    "{variant:?} caught in {}: {property:?} broken in {} steps ({} states, {:.1} s)\n{}",
+                    scenario.name,
+                    counterexample.steps,
+                    report.unique_states,
+                    report.elapsed.as_secs_f64(),
+                    counterexample.trace
+                ),
+                None => {
+                    println!("{variant:?} NOT caught in {}: {}", scenario.name, report.summary());
+                    failed = true;
+                }
+            }
+        }
+    }
+    if failed {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,106 @@
+//! The bounded check CI runs: every scenario explored exhaustively with the real protocol (every
+//! property holds, every situation is reached), and every broken variant caught with its
+//! counterexample printed (`cargo test -p redlock-model -- --nocapture` shows them).
+//! The deeper bound: `cargo run -p redlock-model --release -- --deep`.
+
+use redlock_model::{check, find, scenarios, Variant};
+
+fn holds(scenario: scenarios::Scenario) {
+    let report = check(&scenario);
+    println!("{}", report.summary());
+    for (property, counterexample) in &report.violations {
+        println!("counterexample to {property:?}:\n{}", counterexample.trace);
+    }
+    assert!(report.passed(), "{}", report.summary());
+}
+
+fn caught(variant: Variant) {
+    let (scenario, property) = scenarios::catching(variant);
+    let (found, report) = find(&scenario, property);
+    let counterexample = found.unwrap_or_else(|| {
+        panic!(
+            "{variant:?} was not caught breaking {property:?}: {}",
+            report.summary()
+        )
+    });
+    println!(
+        "{variant:?} breaks {property:?} in {} steps ({} states searched):\n{}",
+        counterexample.steps, report.unique_states, counterexample.trace
+    );
+    assert!(counterexample.steps > 0);
+}
+
+#[test]
+fn contention_holds() {
+    holds(scenarios::contention());
+}
+
+#[test]
+fn a_lost_connection_holds() {
+    holds(scenarios::lost_connection());
+}
+
+#[test]
+fn nested_holds_hold() {
+    holds(scenarios::nested());
+}
+
+#[test]
+fn a_pause_within_the_validity_holds() {
+    holds(scenarios::pause());
+}
+
+#[test]
+fn crashes_hold() {
+    holds(scenarios::crashes());
+}
+
+#[test]
+fn tokens_increase_across_a_master_restarted_empty() {
+    holds(scenarios::restart_empty());
+}
+
+#[test]
+fn tokens_increase_past_a_pause_longer_than_the_validity() {
+    holds(scenarios::long_pause());
+}
+
+#[test]
+fn max_of_majority_tokens_without_write_back_are_caught() {
+    caught(Variant::NoWriteBack);
+}
+
+#[test]
+fn no_validity_check_is_caught() {
+    caught(Variant::NoValidityCheck);
+}
+
+#[test]
+fn release_only_on_the_masters_believed_locked_is_caught() {
+    caught(Variant::ReleaseOnlyBelievedLocked);
+}
+
+#[test]
+fn a_nested_acquisition_shortening_the_ttl_is_caught() {
+    caught(Variant::NestedShortensTtl);
+}
+
+#[test]
+fn unwatching_before_the_final_release_is_confirmed_is_caught() {
+    caught(Variant::UnwatchBeforeReleaseConfirmed);
+}
+
+#[test]
+fn renewal_after_the_release_is_caught() {
+    caught(Variant::RenewalNotCancelled);
+}
+
+#[test]
+fn a_lock_without_expiry_is_caught() {
+    caught(Variant::LockWithoutExpiry);
+}
+
+#[test]
+fn every_broken_variant_has_a_test_above() {
+    assert_eq!(Variant::BROKEN.len(), 7);
+}
