@@ -124,6 +124,10 @@ pub struct Client {
     pub next_hold: u8,
     /// Ghost: when it crashed.
     pub crashed_at: Option<Tick>,
+    /// Ghost: when a master last ran a request of this client's.
+    pub last_run: Tick,
+    /// Ghost: a new hold's attempt that failed and was undone (cleared by the next attempt).
+    pub failed_hold: Option<u8>,
     /// Ghost: whether it crashed believing it held the lock.
     pub crashed_holding: bool,
     /// Ghost: the last hold whose final release a majority confirmed (cleared by a new attempt).
@@ -148,6 +152,8 @@ impl Client {
             last_token: 0,
             next_hold: 1,
             crashed_at: None,
+            last_run: 0,
+            failed_hold: None,
             crashed_holding: false,
             released_hold: None,
             tainted: 0,
@@ -198,10 +204,19 @@ impl Client {
         };
     }
 
-    /// The watchdog's deadline: past it, an unproven hold is lost.
+    /// The watchdog's deadline: past it, an unproven hold is lost; a final release still
+    /// pending (and not being retried) is then over: its owner let go, and the lock has expired
+    /// where it was held.
     pub fn check_deadline(&mut self, now: Tick) {
         if self.runs() && self.hold.count > 0 && self.hold.watched && now >= self.hold.valid_until {
-            self.lose();
+            if self.hold.releasing_final && self.hold.pending {
+                // Unless its retry is in flight, which decides it.
+                if self.op == Op::Idle {
+                    self.free();
+                }
+            } else {
+                self.lose();
+            }
         }
     }
 }

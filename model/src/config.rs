@@ -24,11 +24,14 @@ pub enum Variant {
     RenewalNotCancelled,
     /// A new hold's key is written without an expiry.
     LockWithoutExpiry,
+    /// A failed attempt is undone only on the masters seen to grant it, not on those that did
+    /// not answer.
+    UndoOnlySeenGrants,
 }
 
 impl Variant {
     /// Every broken variant.
-    pub const BROKEN: [Variant; 7] = [
+    pub const BROKEN: [Variant; 8] = [
         Variant::NoWriteBack,
         Variant::NoValidityCheck,
         Variant::ReleaseOnlyBelievedLocked,
@@ -36,6 +39,7 @@ impl Variant {
         Variant::UnwatchBeforeReleaseConfirmed,
         Variant::RenewalNotCancelled,
         Variant::LockWithoutExpiry,
+        Variant::UndoOnlySeenGrants,
     ];
 }
 
@@ -76,6 +80,8 @@ pub struct Config {
     pub max_time: Tick,
     /// How many times each client may retry a release no majority answered.
     pub release_retries: u8,
+    /// Whether a new hold may take the fixed lease too (else only nested acquisitions do).
+    pub fixed_new_holds: bool,
     /// The deepest nesting a client asks for.
     pub max_depth: u8,
     /// Faults allowed in one execution.

@@ -38,5 +38,5 @@ pub mod scenarios;
 pub mod system;
 
 pub use config::{Config, Faults, Tick, Variant};
-pub use report::{check, find, Counterexample, Report};
+pub use report::{check, check_within, find, Counterexample, Report};
 pub use system::{Action, State, System};

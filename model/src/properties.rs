@@ -21,6 +21,9 @@ pub const NEVER_COUNTED_UNWATCHED: &str = "no hold is counted but unwatched";
 /// A release a majority confirmed leaves no key of the hold on a master it reached.
 pub const RELEASE_LEAVES_NO_KEY: &str = "a confirmed release leaves no key where it ran";
 
+/// A failed attempt leaves no key on a master its undo reached.
+pub const FAILED_ATTEMPT_LEAVES_NO_KEY: &str = "a failed attempt leaves no key where its undo ran";
+
 /// Reachable: some client holds the lock.
 pub const REACH_HOLD: &str = "reach: a client holds the lock";
 /// Reachable: a nested acquisition.
@@ -45,6 +48,7 @@ pub fn for_config(config: &Config) -> Vec<Property<System>> {
         }),
         Property::always(NEVER_COUNTED_UNWATCHED, never_counted_unwatched),
         Property::always(RELEASE_LEAVES_NO_KEY, release_leaves_no_key),
+        Property::always(FAILED_ATTEMPT_LEAVES_NO_KEY, failed_attempt_leaves_no_key),
         Property::sometimes(REACH_HOLD, |_, state: &State| {
             state.clients.iter().any(|c| c.believes())
         }),
@@ -121,7 +125,8 @@ fn crashed_holder_frees(system: &System, state: &State) -> bool {
         let Some(crashed_at) = c.crashed_at else {
             return true;
         };
-        state.now < crashed_at + config.lease + config.drift
+        // What it sent before dying still runs: the lease counts from the last of it.
+        state.now < crashed_at.max(c.last_run) + config.lease + config.drift
             || state.masters.iter().all(|m| {
                 m.lock
                     .as_ref()
@@ -131,9 +136,23 @@ fn crashed_holder_frees(system: &System, state: &State) -> bool {
 }
 
 fn release_leaves_no_key(system: &System, state: &State) -> bool {
+    no_key_left_of(system, state, |c| c.released_hold)
+}
+
+fn failed_attempt_leaves_no_key(system: &System, state: &State) -> bool {
+    no_key_left_of(system, state, |c| c.failed_hold)
+}
+
+/// No master holds a key of the hold `hold(client)` once nothing of that client is on its way
+/// to it, unless the connection or the master's data failed since the attempt began.
+fn no_key_left_of(
+    system: &System,
+    state: &State,
+    hold: impl Fn(&crate::client::Client) -> Option<u8>,
+) -> bool {
     let masters = system.config.masters;
     state.clients.iter().enumerate().all(|(client, c)| {
-        let Some(released) = c.released_hold else {
+        let Some(released) = hold(c) else {
             return true;
         };
         (0..masters).all(|master| {

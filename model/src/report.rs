@@ -32,6 +32,8 @@ pub struct Report {
     pub max_depth: usize,
     /// How long it took.
     pub elapsed: Duration,
+    /// Whether every state within the bound was explored (not stopped by a time budget).
+    pub complete: bool,
     /// Properties that must always hold and did not, with their counterexamples.
     pub violations: BTreeMap<&'static str, Counterexample>,
     /// Situations that must be reachable and were not.
@@ -39,9 +41,9 @@ pub struct Report {
 }
 
 impl Report {
-    /// Whether every property held and every situation was reached.
+    /// Whether every property held and every situation was reached, in every state.
     pub fn passed(&self) -> bool {
-        self.violations.is_empty() && self.unreached.is_empty()
+        self.complete && self.violations.is_empty() && self.unreached.is_empty()
     }
 
     /// One line of figures.
@@ -55,6 +57,8 @@ impl Report {
             self.elapsed.as_secs_f64(),
             if self.passed() {
                 "every property holds".to_owned()
+            } else if !self.complete && self.violations.is_empty() {
+                "stopped by its time budget; no violation so far".to_owned()
             } else {
                 format!(
                     "violated: {:?}; unreached: {:?}",
@@ -69,12 +73,22 @@ impl Report {
 /// Explores every execution of `scenario` (depth first, on every core, one state of each class
 /// of states equal up to renaming the masters).
 pub fn check(scenario: &Scenario) -> Report {
+    check_within(scenario, None)
+}
+
+/// As [`check`], stopping after `budget` if given: the report then says it is incomplete.
+pub fn check_within(scenario: &Scenario, budget: Option<Duration>) -> Report {
     let system = System::new(scenario.config.clone());
     let properties = system.properties();
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let started = Instant::now();
-    let checker = system.checker().threads(threads).spawn_dfs().join();
+    let mut builder = system.checker().threads(threads);
+    if let Some(budget) = budget {
+        builder = builder.timeout(budget);
+    }
+    let checker = builder.spawn_dfs().join();
     let elapsed = started.elapsed();
+    let complete = budget.is_none_or(|budget| elapsed < budget);
     let discoveries = checker.discoveries();
     let mut violations = BTreeMap::new();
     let mut unreached = Vec::new();
@@ -97,6 +111,7 @@ pub fn check(scenario: &Scenario) -> Report {
         unique_states: checker.unique_state_count(),
         max_depth: checker.max_depth(),
         elapsed,
+        complete,
         violations,
         unreached,
     }
@@ -130,6 +145,7 @@ pub fn find(scenario: &Scenario, property: &'static str) -> (Option<Counterexamp
         unique_states: checker.unique_state_count(),
         max_depth: checker.max_depth(),
         elapsed: started.elapsed(),
+        complete: true,
         violations: found
             .clone()
             .map(|found| (property, found))

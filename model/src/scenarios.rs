@@ -35,8 +35,9 @@ fn base() -> Config {
         lease: 3,
         short_lease: 2,
         drift: 1,
-        max_time: 4,
-        release_retries: 1,
+        max_time: 3,
+        release_retries: 0,
+        fixed_new_holds: false,
         max_depth: 1,
         faults: Faults::default(),
         pauses_within_validity: true,
@@ -63,8 +64,9 @@ pub fn contention() -> Scenario {
 pub fn lost_connection() -> Scenario {
     Scenario {
         name: "lost-connection",
-        about: "2 clients take turns; a lost connection",
+        about: "2 clients take turns; a lost connection, a release retried",
         config: Config {
+            release_retries: 1,
             faults: Faults {
                 connection_losses: 1,
                 ..Faults::default()
@@ -78,10 +80,12 @@ pub fn lost_connection() -> Scenario {
 pub fn nested() -> Scenario {
     Scenario {
         name: "nested",
-        about: "a nested hold (renewed or fixed lease) under contention",
+        about: "new and nested holds, renewed or on a fixed lease, under contention",
         config: Config {
             locks: vec![2, 1],
             max_depth: 2,
+            fixed_new_holds: true,
+            max_time: 2,
             ..base()
         },
     }
@@ -92,8 +96,9 @@ pub fn nested() -> Scenario {
 pub fn pause() -> Scenario {
     Scenario {
         name: "pause",
-        about: "a holder paused within its validity",
+        about: "a client paused (acquiring, holding or releasing), a holder within its validity",
         config: Config {
+            max_time: 2,
             faults: Faults {
                 pauses: 1,
                 ..Faults::default()
@@ -103,15 +108,14 @@ pub fn pause() -> Scenario {
     }
 }
 
-/// A master crashes and restarts with its data, and a holder crashes for good.
+/// A client crashes for good, at any moment.
 pub fn crashes() -> Scenario {
     Scenario {
         name: "crashes",
-        about: "a master restarted with its data, a client crashed holding the lock",
+        about: "a client crashed (acquiring, holding or releasing)",
         config: Config {
-            max_time: 5,
+            max_time: 4,
             faults: Faults {
-                restarts_with_data: 1,
                 crashes: 1,
                 ..Faults::default()
             },
@@ -127,7 +131,6 @@ pub fn restart_empty() -> Scenario {
         name: "restart-empty",
         about: "outside the promise: a master restarted without its data",
         config: Config {
-            locks: vec![2, 1],
             max_time: 0,
             faults: Faults {
                 restarts_empty: 1,
@@ -146,6 +149,7 @@ pub fn long_pause() -> Scenario {
         about: "outside the promise: a holder paused past its validity",
         config: Config {
             pauses_within_validity: false,
+            max_time: 2,
             faults: Faults {
                 pauses: 1,
                 ..Faults::default()
@@ -172,33 +176,47 @@ pub fn bounded() -> Vec<Scenario> {
 pub fn deep() -> Vec<Scenario> {
     let mut three = contention();
     three.name = "contention, 3 clients";
-    three.about = "3 clients take turns; a slow link, a lost connection";
+    three.about = "3 clients take turns";
     three.config.locks = vec![1, 1, 1];
-    three.config.faults.connection_losses = 1;
+    three.config.faults = Faults::default();
+    let mut retried = contention();
+    retried.name = "contention, retried";
+    retried.about = "as contention, 4 ticks and a release retried";
+    retried.config.max_time = 4;
+    retried.config.release_retries = 1;
     let mut nested = nested();
     nested.name = "nested, longer";
-    nested.about = "nested holds on both clients, 6 ticks; a slow link, a lost connection";
-    nested.config.locks = vec![2, 2];
-    nested.config.max_time = 6;
-    nested.config.faults.connection_losses = 1;
+    nested.about = "as nested, 3 ticks and a slow link";
+    nested.config.max_time = 3;
+    nested.config.faults.slow_links = 1;
     let mut pause = pause();
     pause.name = "pause, longer";
-    pause.config.max_time = 6;
+    pause.about = "as pause, 3 ticks and a slow link";
+    pause.config.max_time = 3;
     pause.config.faults.slow_links = 1;
-    pause.config.locks = vec![2, 1];
-    pause.config.max_depth = 2;
     let mut crashes = crashes();
-    crashes.name = "crashes, longer";
-    crashes.config.max_time = 7;
-    crashes.config.faults.slow_links = 1;
+    crashes.name = "crashes and restarts";
+    crashes.about = "as crashes, 5 ticks and a master restarted with its data";
+    crashes.config.max_time = 5;
+    crashes.config.faults.restarts_with_data = 1;
     let mut restart_empty = restart_empty();
-    restart_empty.name = "restart-empty, longer";
-    restart_empty.config.max_time = 2;
+    restart_empty.name = "restart-empty, three holds";
+    restart_empty.about = "as restart-empty, with a third hold";
+    restart_empty.config.locks = vec![2, 1];
     let mut long_pause = long_pause();
     long_pause.name = "long-pause, longer";
-    long_pause.config.max_time = 6;
+    long_pause.about = "as long-pause, 3 ticks and a slow link";
+    long_pause.config.max_time = 3;
     long_pause.config.faults.slow_links = 1;
-    vec![three, nested, pause, crashes, restart_empty, long_pause]
+    vec![
+        three,
+        retried,
+        nested,
+        pause,
+        crashes,
+        restart_empty,
+        long_pause,
+    ]
 }
 
 /// Where each broken variant must be caught: the scenario and the property it breaks.
@@ -206,13 +224,18 @@ pub fn catching(variant: Variant) -> (Scenario, &'static str) {
     use crate::properties::*;
     let (scenario, property) = match variant {
         Variant::Real => (contention(), MUTUAL_EXCLUSION),
-        Variant::NoWriteBack => (restart_empty(), TOKENS_INCREASE),
+        Variant::NoWriteBack => {
+            let mut third_hold = restart_empty();
+            third_hold.config.locks = vec![2, 1];
+            (third_hold, TOKENS_INCREASE)
+        }
         Variant::NoValidityCheck => (pause(), MUTUAL_EXCLUSION),
         Variant::ReleaseOnlyBelievedLocked => (contention(), RELEASE_LEAVES_NO_KEY),
         Variant::NestedShortensTtl => (nested(), BELIEF_BACKED),
         Variant::UnwatchBeforeReleaseConfirmed => (contention(), NEVER_COUNTED_UNWATCHED),
         Variant::RenewalNotCancelled => (contention(), NO_RENEWAL_AFTER_RELEASE),
         Variant::LockWithoutExpiry => (crashes(), CRASHED_HOLDER_FREES),
+        Variant::UndoOnlySeenGrants => (contention(), FAILED_ATTEMPT_LEAVES_NO_KEY),
     };
     (scenario.with_variant(variant), property)
 }

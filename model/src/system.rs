@@ -91,6 +91,14 @@ pub enum Action {
         /// The master.
         master: usize,
     },
+    /// A master forgets a final release's latch (its TTL is ten per-node timeouts, shorter
+    /// than a lease: any moment after it is written).
+    ForgetLatch {
+        /// The master.
+        master: usize,
+        /// Whose latch.
+        client: usize,
+    },
     /// A connection drops with everything in flight on it.
     LoseConnection {
         /// The client.
@@ -133,7 +141,25 @@ pub struct System {
 
 impl System {
     /// A model of `config`.
+    ///
+    /// # Panics
+    ///
+    /// If the bounds do not fit the model's encodings or leave no validity (a fixed lease no
+    /// longer than the drift; more than 8 masters or 16 links).
     pub fn new(config: Config) -> Self {
+        assert!(
+            config.short_lease == 0 || config.short_lease > config.drift,
+            "the fixed lease must be longer than the drift"
+        );
+        assert!(
+            config.lease > config.drift,
+            "the lease must be longer than the drift"
+        );
+        assert!(config.masters <= 8, "masters are a bit set of 8");
+        assert!(
+            config.clients() * config.masters <= 16,
+            "slow links are a bit set of 16"
+        );
         Self {
             config,
             symmetric: true,
@@ -191,6 +217,9 @@ impl System {
             if !c.alive {
                 continue;
             }
+            if state.faults.crashes < config.faults.crashes {
+                actions.push(Action::Crash { client });
+            }
             if c.paused {
                 actions.push(Action::Resume { client });
                 continue;
@@ -225,9 +254,6 @@ impl System {
             {
                 actions.push(Action::Pause { client });
             }
-            if state.faults.crashes < config.faults.crashes && c.believes() {
-                actions.push(Action::Crash { client });
-            }
         }
         if state.now < config.max_time && self.time_may_pass(state) {
             actions.push(Action::Tick);
@@ -238,6 +264,11 @@ impl System {
                 .is_some_and(|key| state.now + config.drift >= key.expires_at)
             {
                 actions.push(Action::Expire { master });
+            }
+            for (client, latch) in m.latches.iter().enumerate() {
+                if latch.is_some() {
+                    actions.push(Action::ForgetLatch { master, client });
+                }
             }
             if state.faults.restarts_with_data < config.faults.restarts_with_data {
                 actions.push(Action::Restart {
@@ -270,7 +301,7 @@ impl System {
         let config = &self.config;
         let c = &state.clients[client];
         let hold = &c.hold;
-        if hold.count > 0 && (!hold.pending || c.retries_left > 0) {
+        if hold.count > 0 && (hold.lost || !hold.pending || c.retries_left > 0) {
             actions.push(Action::Unlock { client });
         }
         let may_lock =
@@ -280,7 +311,7 @@ impl System {
                 client,
                 renewed: true,
             });
-            if hold.count > 0 && config.short_lease > 0 {
+            if (hold.count > 0 || config.fixed_new_holds) && config.short_lease > 0 {
                 actions.push(Action::Lock {
                     client,
                     renewed: false,
@@ -394,6 +425,7 @@ impl System {
             Action::RenewTimeout { client } => self.decide_renewal(&mut next, client, true),
             Action::Tick => self.tick(&mut next),
             Action::Expire { master } => next.masters[master].lock = None,
+            Action::ForgetLatch { master, client } => next.masters[master].latches[client] = None,
             Action::SlowDown { client, master } => {
                 next.faults.slow_links += 1;
                 next.slow |= 1 << self.link(client, master);
@@ -434,9 +466,11 @@ impl System {
                 c.crashed_at = Some(next.now);
                 c.op = Op::Idle;
                 c.renewal = None;
+                // What it sent is on the wire and still runs; nothing reads the replies.
                 for master in 0..self.config.masters {
                     let link = self.link(client, master);
-                    next.links[link].lose();
+                    next.links[link].settle(false);
+                    next.links[link].settle(true);
                 }
             }
         }
@@ -475,6 +509,7 @@ impl System {
         let expected = c.hold.count;
         let hold = if expected == 0 {
             c.released_hold = None;
+            c.failed_hold = None;
             c.tainted = 0;
             c.new_generation()
         } else {
@@ -611,15 +646,18 @@ impl System {
                 None
             }
         };
-        if let Some(reply) = reply {
-            state.links[link].replies.push(reply);
-            // A running client reads the reply at once: a reply in flight to it is no
-            // different, to anyone, from its request not yet run (both are answers it has not
-            // seen, and the masters' order is the same), so only a paused client lets replies
-            // queue up.
-            if state.clients[client].runs() {
-                self.read(state, client, master);
-            }
+        state.clients[client].last_run = now;
+        let Some(reply) = reply.filter(|_| state.clients[client].alive) else {
+            return;
+        };
+        state.links[link].replies.push(reply);
+        // On a link that is not slow, a running client reads the reply within the tick, and
+        // nothing it does depends on when in the tick: it reads it at once. A slow link's
+        // replies wait (across ticks, or to be lost with the connection), and so do a paused
+        // client's.
+        let slow = state.slow & (1 << link) != 0;
+        if state.clients[client].runs() && !slow {
+            self.read(state, client, master);
         }
     }
 
@@ -740,7 +778,11 @@ impl System {
             return; // undecided: wait
         }
         // Where the attempt may have landed: granted, or not answered.
-        let landed = mask(answers.iter().map(|a| a.is_none_or(Grant::granted)));
+        let landed = if self.config.variant == Variant::UndoOnlySeenGrants {
+            mask(answers.iter().map(|a| a.is_some_and(Grant::granted)))
+        } else {
+            mask(answers.iter().map(|a| a.is_none_or(Grant::granted)))
+        };
         let now = state.now;
         let lost_meanwhile = attempt.expected > 0 && state.clients[client].hold.lost;
         if granted >= quorum && self.in_time(&attempt, now) && !lost_meanwhile {
@@ -788,6 +830,9 @@ impl System {
         self.send_where(state, client, landed, || Request::Undo { expected_after });
         let c = &mut state.clients[client];
         c.op = Op::Idle;
+        if attempt.expected == 0 {
+            c.failed_hold = Some(attempt.hold);
+        }
         if attempt.expected > 0 && !lost_meanwhile {
             let unanswered = missing;
             if granted + unanswered < quorum {
@@ -816,10 +861,17 @@ impl System {
             self.new_granted(state, client, &attempt, fence.token, fence.granted);
             return;
         }
-        self.send_where(state, client, fence.granted | fence.unanswered, || {
-            Request::Undo { expected_after: 1 }
+        let landed = if self.config.variant == Variant::UndoOnlySeenGrants {
+            fence.granted
+        } else {
+            fence.granted | fence.unanswered
+        };
+        self.send_where(state, client, landed, || Request::Undo {
+            expected_after: 1,
         });
-        state.clients[client].op = Op::Idle;
+        let c = &mut state.clients[client];
+        c.op = Op::Idle;
+        c.failed_hold = Some(attempt.hold);
     }
 
     fn new_granted(

@@ -101,6 +101,11 @@ fn a_lock_without_expiry_is_caught() {
 }
 
 #[test]
+fn undoing_only_the_grants_seen_is_caught() {
+    caught(Variant::UndoOnlySeenGrants);
+}
+
+#[test]
 fn every_broken_variant_has_a_test_above() {
-    assert_eq!(Variant::BROKEN.len(), 7);
+    assert_eq!(Variant::BROKEN.len(), 8);
 }

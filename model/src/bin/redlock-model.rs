@@ -2,9 +2,12 @@
 //!
 //! `cargo run -p redlock-model --release` checks the bounded scenarios CI checks; `-- --deep`
 //! the deeper ones; `-- --variants` also checks that every broken variant is caught and prints
-//! its counterexample; `-- --only NAME` checks one scenario.
+//! its counterexample; `-- --only NAME` checks one scenario; `-- --budget SECS` stops each
+//! scenario after that long (and fails, reporting how far it got).
 
-use redlock_model::{check, find, scenarios, Variant};
+use std::time::Duration;
+
+use redlock_model::{check_within, find, scenarios, Variant};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -14,6 +17,12 @@ fn main() {
         .iter()
         .position(|arg| arg == "--only")
         .and_then(|at| args.get(at + 1));
+    let budget = args
+        .iter()
+        .position(|arg| arg == "--budget")
+        .and_then(|at| args.get(at + 1))
+        .and_then(|secs| secs.parse().ok())
+        .map(Duration::from_secs);
     let mut failed = false;
     let mut chosen = if deep {
         scenarios::deep()
@@ -22,7 +31,7 @@ fn main() {
     };
     chosen.retain(|scenario| only.is_none_or(|name| scenario.name == name));
     for scenario in &chosen {
-        let report = check(scenario);
+        let report = check_within(scenario, budget);
         println!("{}", report.summary());
         for (property, counterexample) in &report.violations {
             println!("counterexample to {property:?}:\n{}", counterexample.trace);

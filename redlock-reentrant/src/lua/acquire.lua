@@ -1,4 +1,5 @@
 -- Take or re-enter a reentrant lock on one node.
+-- Mirrored by the model checker's `Master::acquire` (model/src/master.rs): change both.
 -- KEYS[1]: the lock hash (field = owner, value = hold count). KEYS[2]: the node's fencing counter.
 -- ARGV[1]: the owner. ARGV[2]: the lease in milliseconds. ARGV[3]: the hold count the owner
 -- expects to find here (0 for a new hold). ARGV[4]: the smallest fencing candidate the client

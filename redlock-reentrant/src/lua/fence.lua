@@ -1,4 +1,5 @@
 -- Write a chosen fencing token back to one node, while this owner holds the lock there.
+-- Mirrored by the model checker's `Master::fence` (model/src/master.rs): change both.
 -- KEYS[1]: the lock hash. KEYS[2]: the node's fencing counter. ARGV[1]: the owner. ARGV[2]: the token.
 -- Returns 1 when the counter now stands at the token or above, 0 when the owner does not hold
 -- the lock here (a key of another type included).

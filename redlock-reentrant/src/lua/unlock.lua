@@ -1,5 +1,6 @@
 -- Release one hold of a reentrant lock on one node; the last release deletes the lock and
 -- announces it to waiters. A retried request gets the answer of the first.
+-- Mirrored by the model checker's `Master::unlock` (model/src/master.rs): change both.
 -- KEYS[1]: the lock hash. KEYS[2]: this request's latch key.
 -- ARGV[1]: the owner. ARGV[2]: the lock's channel. ARGV[3]: the release message.
 -- ARGV[4]: how long the latch remembers a final release, in milliseconds.
