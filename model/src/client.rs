@@ -264,7 +264,7 @@ impl Client {
     /// Renumbers the masters: new master `i` is old master `order[i]`.
     pub fn permute(&mut self, order: &[usize]) {
         let remask = |mask: &mut u8| {
-            *mask = mask_of(order.iter().map(|&old| has(*mask, old)));
+            *mask = self::mask(order.iter().map(|&old| has(*mask, old)));
         };
         remask(&mut self.hold.granted_by);
         remask(&mut self.tainted);
@@ -293,10 +293,6 @@ impl Client {
             reorder(&mut round.answers, order);
         }
     }
-}
-
-fn mask_of(bits: impl Iterator<Item = bool>) -> u8 {
-    mask(bits)
 }
 
 /// Masters as a bit set.

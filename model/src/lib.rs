@@ -1,12 +1,12 @@
 //! The reentrant Redlock protocol of `redlock-reentrant`, model-checked.
 //!
 //! The fault suite samples executions of the real library; this crate explores *every*
-//! execution of a model of it up to a bound, with the [`stateright`] model checker (breadth
-//! first, so a counterexample is a shortest one). The model mirrors the Lua scripts
-//! ([`master`]) and the client's hold lifecycle ([`client`], [`system`]): per-master grants with
-//! the hold count and the fencing candidate, the majority, the validity with drift, the token's
-//! write-back, renewal, releases (confirmed, kept for a retry, or given up), undoing a failed
-//! attempt, and nested holds. Faults: messages delayed and reordered across links (each link
+//! execution of a model of it up to a bound, with the [`stateright`] model checker ([`check`]
+//! searches depth first for every state; [`find`] breadth first for a short counterexample).
+//! The model mirrors the Lua scripts ([`master`]) and the client's hold lifecycle ([`client`],
+//! [`system`]): per-master grants with the hold count and the fencing candidate, the majority,
+//! the validity with drift, the token's write-back, renewal, releases (confirmed, kept for a
+//! retry, or given up), undoing a failed attempt, and nested holds. Faults: messages delayed and reordered across links (each link
 //! keeps TCP's order), connections lost with what is in flight, masters restarted with or
 //! without their data, keys expiring early or late within the drift, clients paused and
 //! crashed.

@@ -882,7 +882,6 @@ impl System {
         token: u64,
         granted_by: u8,
     ) {
-        let config = &self.config;
         let now = state.now;
         let valid_until = self.valid_until(attempt, now);
         let history = &mut state.history;
@@ -915,7 +914,6 @@ impl System {
             pending: false,
             granted_by,
         };
-        let _ = config;
     }
 
     fn nested_granted(&self, state: &mut State, client: usize, attempt: &Attempt) {
