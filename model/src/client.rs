@@ -37,35 +37,17 @@ pub enum Op {
     Idle,
     /// An acquisition: each master's answer so far.
     Acquire {
-        /// The hold this attempt is for.
-        hold: u8,
-        /// The count expected (0: a new hold).
-        expected: u8,
-        /// The lease asked for.
-        lease: Tick,
-        /// Whether the lease is renewed by the watchdog (else fixed).
-        renewed: bool,
-        /// When the attempt began.
-        started: Tick,
-        /// Ghost: the largest token handed out before the attempt began.
-        floor: u64,
+        /// The attempt.
+        attempt: Attempt,
         /// The answers.
         answers: Vec<Option<Grant>>,
     },
     /// A new hold's token being written back.
     Fence {
-        /// The hold.
-        hold: u8,
+        /// The attempt the token is for.
+        attempt: Attempt,
         /// The chosen token.
         token: u64,
-        /// The lease asked for.
-        lease: Tick,
-        /// Whether the lease is renewed.
-        renewed: bool,
-        /// When the acquisition began.
-        started: Tick,
-        /// Ghost: as in `Acquire`.
-        floor: u64,
         /// Masters that granted (asked to write back, and to undo on failure).
         granted: u8,
         /// Masters that may have granted without saying so (undone on failure too).
@@ -82,6 +64,24 @@ pub enum Op {
         /// The answers.
         answers: Vec<Option<Option<u8>>>,
     },
+}
+
+/// What an acquisition carries from its first fan-out to its decision (and through the
+/// write-back of a new hold's token).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Attempt {
+    /// The hold this attempt is for.
+    pub hold: u8,
+    /// The count expected (0: a new hold).
+    pub expected: u8,
+    /// The lease asked for.
+    pub lease: Tick,
+    /// Whether the lease is renewed by the watchdog (else fixed).
+    pub renewed: bool,
+    /// When the attempt began.
+    pub started: Tick,
+    /// Ghost: the largest token handed out before the attempt began.
+    pub floor: u64,
 }
 
 /// One round of the watchdog's renewal.

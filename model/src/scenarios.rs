@@ -184,16 +184,16 @@ pub fn deep() -> Vec<Scenario> {
     retried.about = "as contention, 4 ticks and a release retried";
     retried.config.max_time = 4;
     retried.config.release_retries = 1;
-    let mut nested = nested();
-    nested.name = "nested, longer";
-    nested.about = "as nested, 3 ticks and a slow link";
-    nested.config.max_time = 3;
-    nested.config.faults.slow_links = 1;
-    let mut pause = pause();
-    pause.name = "pause, longer";
-    pause.about = "as pause, 3 ticks and a slow link";
-    pause.config.max_time = 3;
-    pause.config.faults.slow_links = 1;
+    let nested = longer(
+        nested(),
+        "nested, longer",
+        "as nested, 3 ticks and a slow link",
+    );
+    let pause = longer(
+        pause(),
+        "pause, longer",
+        "as pause, 3 ticks and a slow link",
+    );
     let mut crashes = crashes();
     crashes.name = "crashes and restarts";
     crashes.about = "as crashes, 5 ticks and a master restarted with its data";
@@ -203,11 +203,11 @@ pub fn deep() -> Vec<Scenario> {
     restart_empty.name = "restart-empty, three holds";
     restart_empty.about = "as restart-empty, with a third hold";
     restart_empty.config.locks = vec![2, 1];
-    let mut long_pause = long_pause();
-    long_pause.name = "long-pause, longer";
-    long_pause.about = "as long-pause, 3 ticks and a slow link";
-    long_pause.config.max_time = 3;
-    long_pause.config.faults.slow_links = 1;
+    let long_pause = longer(
+        long_pause(),
+        "long-pause, longer",
+        "as long-pause, 3 ticks and a slow link",
+    );
     vec![
         three,
         retried,
@@ -217,6 +217,15 @@ pub fn deep() -> Vec<Scenario> {
         restart_empty,
         long_pause,
     ]
+}
+
+/// `scenario` with 3 ticks and a slow link.
+fn longer(mut scenario: Scenario, name: &'static str, about: &'static str) -> Scenario {
+    scenario.name = name;
+    scenario.about = about;
+    scenario.config.max_time = 3;
+    scenario.config.faults.slow_links = 1;
+    scenario
 }
 
 /// Where each broken variant must be caught: the scenario and the property it breaks.

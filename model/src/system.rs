@@ -2,7 +2,7 @@
 //! and the faults. Every action is one atomic step: a client's call, a request run by a
 //! master, a reply read, a timeout, a tick of time, a key expiring, or a fault.
 
-use crate::client::{has, mask, Client, Hold, Op, Renewal};
+use crate::client::{has, mask, Attempt, Client, Hold, Op, Renewal};
 use crate::config::{Config, Tick, Variant};
 use crate::history::History;
 use crate::master::{Grant, Master};
@@ -52,7 +52,8 @@ pub enum Action {
         /// The master.
         master: usize,
     },
-    /// A client that was paused reads the oldest reply on a link.
+    /// A client reads the oldest reply waiting on a link (a slow link's, or one that arrived
+    /// while the client was paused).
     Read {
         /// The client.
         client: usize,
@@ -526,12 +527,14 @@ impl System {
             0
         };
         c.op = Op::Acquire {
-            hold,
-            expected,
-            lease,
-            renewed,
-            started: now,
-            floor,
+            attempt: Attempt {
+                hold,
+                expected,
+                lease,
+                renewed,
+                started: now,
+                floor,
+            },
             answers: vec![None; config.masters],
         };
         self.send_where(state, client, self.all_masters(), || Request::Acquire {
@@ -693,51 +696,10 @@ impl System {
     fn decide(&self, state: &mut State, client: usize, timed_out: bool, give_up: bool) {
         match state.clients[client].op.clone() {
             Op::Idle => {}
-            Op::Acquire {
-                hold,
-                expected,
-                lease,
-                renewed,
-                started,
-                floor,
-                answers,
-            } => {
-                let attempt = Attempt {
-                    hold,
-                    expected,
-                    lease,
-                    renewed,
-                    started,
-                    floor,
-                };
+            Op::Acquire { attempt, answers } => {
                 self.decide_acquire(state, client, attempt, &answers, timed_out)
             }
-            Op::Fence {
-                hold,
-                token,
-                lease,
-                renewed,
-                started,
-                floor,
-                granted,
-                unanswered,
-                answers,
-            } => {
-                let attempt = Attempt {
-                    hold,
-                    expected: 0,
-                    lease,
-                    renewed,
-                    started,
-                    floor,
-                };
-                let fence = FenceRound {
-                    token,
-                    granted,
-                    unanswered,
-                };
-                self.decide_fence(state, client, attempt, fence, &answers, timed_out)
-            }
+            fence @ Op::Fence { .. } => self.decide_fence(state, client, fence, timed_out),
             Op::Release { asked, answers, .. } => {
                 self.decide_release(state, client, asked, &answers, timed_out, give_up)
             }
@@ -807,12 +769,8 @@ impl System {
             }
             self.settle(state, client, false);
             state.clients[client].op = Op::Fence {
-                hold: attempt.hold,
+                attempt,
                 token,
-                lease: attempt.lease,
-                renewed: attempt.renewed,
-                started: attempt.started,
-                floor: attempt.floor,
                 granted: granted_new,
                 unanswered,
                 answers: (0..self.config.masters)
@@ -842,15 +800,18 @@ impl System {
         }
     }
 
-    fn decide_fence(
-        &self,
-        state: &mut State,
-        client: usize,
-        attempt: Attempt,
-        fence: FenceRound,
-        answers: &[Option<bool>],
-        timed_out: bool,
-    ) {
+    /// Decides a write-back (`fence`, an `Op::Fence`).
+    fn decide_fence(&self, state: &mut State, client: usize, fence: Op, timed_out: bool) {
+        let Op::Fence {
+            attempt,
+            token,
+            granted,
+            unanswered,
+            answers,
+        } = fence
+        else {
+            unreachable!("called with a write-back");
+        };
         let quorum = self.config.quorum();
         let written = answers.iter().filter(|a| **a == Some(true)).count();
         let missing = answers.iter().filter(|a| a.is_none()).count();
@@ -858,13 +819,13 @@ impl System {
             return;
         }
         if written >= quorum && self.in_time(&attempt, state.now) {
-            self.new_granted(state, client, &attempt, fence.token, fence.granted);
+            self.new_granted(state, client, &attempt, token, granted);
             return;
         }
         let landed = if self.config.variant == Variant::UndoOnlySeenGrants {
-            fence.granted
+            granted
         } else {
-            fence.granted | fence.unanswered
+            granted | unanswered
         };
         self.send_where(state, client, landed, || Request::Undo {
             expected_after: 1,
@@ -1066,23 +1027,6 @@ impl System {
             client.check_deadline(now);
         }
     }
-}
-
-/// What an acquisition carries from its first fan-out to its decision.
-struct Attempt {
-    hold: u8,
-    expected: u8,
-    lease: Tick,
-    renewed: bool,
-    started: Tick,
-    floor: u64,
-}
-
-/// A write-back in flight.
-struct FenceRound {
-    token: u64,
-    granted: u8,
-    unanswered: u8,
 }
 
 impl stateright::Model for System {
