@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::cluster::is_cluster_url;
 use crate::quorum::clock_drift;
 use crate::{InvalidArgument, NodeAddress, RetryPolicy};
 
@@ -25,8 +26,13 @@ pub struct RedlockConfig {
     /// URLs of N independent Redis masters (`redis://`, `rediss://` with the `tls-rustls`
     /// feature, `redis+unix://`; `user:password@` for AUTH or ACL). One URL is single-instance
     /// locking. Never replicas of each other: Redlock needs independent failures.
+    ///
+    /// A member can also be a whole Redis Cluster: `redis+cluster://host:port` (or
+    /// `rediss+cluster://`), with more seed nodes as `?addr=host:port&addr=host:port`. Each
+    /// lock's keys then take the lock name as their hash tag (`{prefix}{name}`).
     pub nodes: Vec<String>,
-    /// Prepended to every lock name to form its Redis key. Default `redlock:`.
+    /// Prepended to every lock name to form its Redis key. Default `redlock:`. With a cluster
+    /// member it may not contain `{`.
     pub key_prefix: String,
     /// How long one node may take to answer before it counts as failed for that request.
     /// `None` (the default) uses 1 % of the lease, clamped to 20 ms ..= 500 ms, so a 10 s lease
@@ -46,6 +52,44 @@ pub struct RedlockConfig {
     /// The most connections the pool of each node may hold. Default 4. Commands share one
     /// multiplexed connection per node; the others serve while it is being replaced.
     pub pool_size: usize,
+    /// Writes that must survive a failover (acquisitions, renewals, fencing write-backs) are
+    /// confirmed with `WAIT` on each node: a node counts one only when this many replicas
+    /// acknowledged it in time. `None` (the default) does not wait. See docs/deployments.md.
+    pub replica_acks: Option<ReplicaAcks>,
+}
+
+/// How many replicas must acknowledge a write, and how long `WAIT` may take for them.
+///
+/// `WAIT` runs within the request's per-node timeout: keep `timeout` below it, or a node whose
+/// replicas lag counts as timed out rather than unconfirmed.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::{RedlockConfig, ReplicaAcks};
+/// let config = RedlockConfig {
+///     nodes: vec!["redis+cluster://10.0.0.1:7000?addr=10.0.0.2:7000".into()],
+///     node_timeout: Some(Duration::from_millis(200)),
+///     replica_acks: Some(ReplicaAcks { replicas: 1, timeout: Duration::from_millis(100) }),
+///     ..RedlockConfig::default()
+/// };
+/// assert_eq!(config.key_for("job"), "redlock:{job}");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaAcks {
+    /// How many replicas must have the write.
+    pub replicas: usize,
+    /// How long `WAIT` waits for them (never zero: `WAIT` with 0 waits forever).
+    pub timeout: Duration,
+}
+
+impl ReplicaAcks {
+    pub(crate) fn timeout_millis(&self) -> u64 {
+        u64::try_from(self.timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
 }
 
 impl Default for RedlockConfig {
@@ -59,6 +103,7 @@ impl Default for RedlockConfig {
             clock_drift_floor: Duration::from_millis(2),
             retry: RetryPolicy::default(),
             pool_size: 4,
+            replica_acks: None,
         }
     }
 }
@@ -102,9 +147,26 @@ impl RedlockConfig {
         clock_drift(lease, self.clock_drift_factor, self.clock_drift_floor)
     }
 
-    /// The Redis key of a lock name.
+    /// The Redis key of a lock name: `{prefix}{name}`, or `{prefix}{{name}}` when a node is a
+    /// Redis Cluster (the name is the hash tag every key of the lock shares).
     pub fn key_for(&self, name: &str) -> String {
-        format!("{}{name}", self.key_prefix)
+        if self.has_cluster_member() {
+            format!("{}{{{name}}}", self.key_prefix)
+        } else {
+            format!("{}{name}", self.key_prefix)
+        }
+    }
+
+    /// The cluster hash slot of `key` when a node is a Redis Cluster member (`None` otherwise):
+    /// calls that batch many locks' keys must keep to one slot.
+    pub fn slot_of(&self, key: &str) -> Option<u16> {
+        self.has_cluster_member()
+            .then(|| crate::cluster::hash_slot(key.as_bytes()))
+    }
+
+    /// Whether a node is a Redis Cluster member (`redis+cluster://`).
+    pub fn has_cluster_member(&self) -> bool {
+        self.nodes.iter().any(|url| is_cluster_url(url))
     }
 
     /// Checks a lock name and lease before anything is sent.
@@ -149,6 +211,17 @@ impl RedlockConfig {
         if !(factor.is_finite() && (0.0..1.0).contains(&factor)) {
             return Err(InvalidArgument::DriftFactor(factor));
         }
+        if self.has_cluster_member() && self.key_prefix.contains('{') {
+            return Err(InvalidArgument::HashTagInPrefix {
+                prefix: self.key_prefix.clone(),
+            });
+        }
+        if self
+            .replica_acks
+            .is_some_and(|acks| acks.replicas == 0 || acks.timeout.is_zero())
+        {
+            return Err(InvalidArgument::ReplicaAcks);
+        }
         Ok(())
     }
 }
@@ -170,6 +243,7 @@ impl std::fmt::Debug for RedlockConfig {
             .field("clock_drift_floor", &self.clock_drift_floor)
             .field("retry", &self.retry)
             .field("pool_size", &self.pool_size)
+            .field("replica_acks", &self.replica_acks)
             .finish()
     }
 }

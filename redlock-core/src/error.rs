@@ -178,6 +178,17 @@ pub enum InvalidArgument {
     /// The clock-drift factor is negative, not finite, or 1 or more.
     #[error("invalid argument: the clock-drift factor must be in [0, 1), got {0}")]
     DriftFactor(f64),
+    /// The key prefix has a `{` while a node is a Redis Cluster: each lock's keys must take
+    /// the lock name as their hash tag, so they share one slot.
+    #[error("invalid argument: the key prefix `{prefix}` has a `{{`, but with a Redis Cluster member the lock name is each key's hash tag")]
+    HashTagInPrefix {
+        /// The prefix.
+        prefix: String,
+    },
+    /// Replica acknowledgements (`WAIT`) were asked for with a zero timeout, which would wait
+    /// forever, or from no replica.
+    #[error("invalid argument: replica acknowledgements need at least one replica and a timeout above zero")]
+    ReplicaAcks,
 }
 
 /// Why one node did not give an answer.
@@ -220,6 +231,16 @@ pub enum NodeErrorKind {
     /// other requests skip it until it answers again (it is probed meanwhile).
     #[error("not waited on: it stopped answering lately")]
     Unresponsive,
+    /// The write ran, but fewer replicas than asked for acknowledged it within the `WAIT`
+    /// timeout (see [`RedlockConfig::replica_acks`](crate::RedlockConfig::replica_acks)): a
+    /// failover could lose it, so it does not count.
+    #[error("not confirmed by replicas: {acked} of {wanted} acknowledged")]
+    NotReplicated {
+        /// How many replicas acknowledged it.
+        acked: i64,
+        /// How many were asked for.
+        wanted: usize,
+    },
 }
 
 /// Why no connection to a node could be made.
@@ -232,6 +253,9 @@ pub enum ConnectError {
     /// No connection within the connect timeout.
     #[error("no connection within {0:?}")]
     Timeout(Duration),
+    /// No seed node of a Redis Cluster member answered, or none told the slot map.
+    #[error("{0}")]
+    Cluster(#[source] redis::RedisError),
 }
 
 impl NodeError {

@@ -43,6 +43,7 @@
 //! every node's reply and the quorum verdict in a [`FanOut`].
 
 mod applied;
+mod cluster;
 mod config;
 mod error;
 mod lease;
@@ -63,12 +64,13 @@ pub mod sabotage;
 mod spawn_on_drop;
 
 pub use applied::Applied;
-pub use config::RedlockConfig;
+pub use cluster::is_cluster_url;
+pub use config::{RedlockConfig, ReplicaAcks};
 pub use error::{ConnectError, Error, InvalidArgument, NodeError, NodeErrorKind};
 pub use lease::Lease;
 pub use lock_script::{LockScript, ScriptCall};
 pub use lost_reason::LostReason;
-pub use node::Node;
+pub use node::{Endpoint, Node};
 pub use node_address::NodeAddress;
 pub use nodes::{FanOut, NodeSet};
 pub use owner::OwnerToken;

@@ -26,6 +26,8 @@ pub struct LockScript {
     source: &'static str,
     /// Computed on first use: a `const` constructor cannot hash.
     sha: OnceLock<String>,
+    /// The script cluster members run instead (see [`LockScript::on_cluster`]).
+    on_cluster: Option<&'static LockScript>,
 }
 
 impl LockScript {
@@ -34,7 +36,24 @@ impl LockScript {
         Self {
             source,
             sha: OnceLock::new(),
+            on_cluster: None,
         }
+    }
+
+    /// The same script with a variant that Redis Cluster members run instead: the same keys,
+    /// arguments and reply, announcing on shard channels (`SPUBLISH`) where this one publishes
+    /// to every node (`PUBLISH`).
+    ///
+    /// ```
+    /// use redlock_core::LockScript;
+    /// static SHARDED: LockScript = LockScript::new("return redis.call('spublish', KEYS[1], ARGV[1])");
+    /// static ANNOUNCE: LockScript =
+    ///     LockScript::new("return redis.call('publish', KEYS[1], ARGV[1])").on_cluster(&SHARDED);
+    /// assert_ne!(ANNOUNCE.sha(), SHARDED.sha());
+    /// ```
+    pub const fn on_cluster(mut self, variant: &'static LockScript) -> Self {
+        self.on_cluster = Some(variant);
+        self
     }
 
     /// Starts a call of this script (scripts are statics: a call may finish in the
@@ -46,7 +65,12 @@ impl LockScript {
             args: redis::Cmd::with_capacity(6, 128),
             by_source: false,
             releasing: false,
+            replicated: false,
         }
+    }
+
+    pub(crate) fn source(&self) -> &'static str {
+        self.source
     }
 
     /// The script's SHA1, as `EVALSHA` names it.
@@ -73,6 +97,7 @@ pub struct ScriptCall {
     args: redis::Cmd,
     by_source: bool,
     releasing: bool,
+    replicated: bool,
 }
 
 impl std::fmt::Debug for ScriptCall {
@@ -122,6 +147,20 @@ impl ScriptCall {
         self
     }
 
+    /// Marks the call as a write that must survive a failover (an acquisition, a renewal, a
+    /// fencing write-back): where [`RedlockConfig::replica_acks`](crate::RedlockConfig::replica_acks)
+    /// is set, a node counts it as done only once `WAIT` says enough replicas have it.
+    #[must_use]
+    pub fn replicated(mut self) -> Self {
+        self.replicated = true;
+        self
+    }
+
+    /// Whether the call must reach replicas (see [`ScriptCall::replicated`]).
+    pub fn is_replicated(&self) -> bool {
+        self.replicated
+    }
+
     /// Whether the call releases (see [`ScriptCall::releasing`]).
     pub fn is_releasing(&self) -> bool {
         self.releasing
@@ -142,12 +181,29 @@ impl ScriptCall {
         self.script.sha()
     }
 
-    pub(crate) fn source(&self) -> &'static str {
-        self.script.source
+    /// The script a standalone master runs (`false`) or a cluster member runs (`true`).
+    pub(crate) fn script_for(&self, cluster: bool) -> &'static LockScript {
+        match self.script.on_cluster {
+            Some(variant) if cluster => variant,
+            _ => self.script,
+        }
     }
 
-    pub(crate) fn evalsha(&self) -> redis::Cmd {
-        self.command("EVALSHA", self.script.sha())
+    /// Whether cluster members run another script than standalone masters.
+    pub(crate) fn has_cluster_variant(&self) -> bool {
+        self.script.on_cluster.is_some()
+    }
+
+    /// The first key, which routes the call on a cluster (all its keys share one slot).
+    pub(crate) fn first_key(&self) -> Option<&[u8]> {
+        self.keys.args_iter().find_map(|arg| match arg {
+            redis::Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        })
+    }
+
+    pub(crate) fn evalsha_of(&self, script: &'static LockScript) -> redis::Cmd {
+        self.command("EVALSHA", script.sha())
     }
 
     fn command(&self, verb: &str, body: &str) -> redis::Cmd {

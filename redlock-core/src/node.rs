@@ -10,12 +10,19 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use deadpool_redis::{Connection, Manager, Pool, Runtime};
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{AsyncConnectionConfig, Cmd, ErrorKind, FromRedisValue, RedisError, ServerErrorKind};
 use redis::{RedisResult, Value};
 use tokio::sync::oneshot;
 
-use crate::{ConnectError, InvalidArgument, NodeAddress, NodeError, NodeErrorKind, ScriptCall};
+use crate::cluster::{hash_slot, is_cluster_url, seeds};
+use crate::{
+    ConnectError, InvalidArgument, LockScript, NodeAddress, NodeError, NodeErrorKind, ReplicaAcks,
+    ScriptCall,
+};
 
 /// One independent Redis master.
 ///
@@ -39,17 +46,89 @@ use crate::{ConnectError, InvalidArgument, NodeAddress, NodeError, NodeErrorKind
 /// Connecting (TCP, TLS handshake, `AUTH`) has a bound of its own, the connect timeout, and
 /// runs in a task of its own: a request waits for it at most its per-node timeout, and a
 /// connection that takes longer is still there for the next request.
+///
+/// **A Redis Cluster member** (`redis+cluster://`) is one vote like a standalone master. Its
+/// requests go through one redis-rs cluster connection, which routes each by its first key's
+/// slot (every key of a lock shares the lock's hash tag) and follows the cluster's topology.
+/// It never sends a request twice (no retries: a script whose reply was lost may have run, and
+/// running it again would count a hold twice); a redirection after a failover or resharding
+/// fails that one request and refreshes the slot map for the next. Requests to one shard keep
+/// their order on a steady connection; a redirection or a reconnection can reorder them, which
+/// at worst leaves an undone acquisition's key until its lease ends (docs/deployments.md).
 pub struct Node {
     index: usize,
-    client: redis::Client,
+    endpoint: Endpoint,
     link: Arc<Link>,
+}
+
+/// How a node is reached: one server, or a Redis Cluster through its seed nodes.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Endpoint {
+    /// A standalone master (or a single server of any kind).
+    Server(Arc<redis::Client>),
+    /// A Redis Cluster member: the URLs of its seed nodes, credentials included (never log
+    /// them; [`Node::address`] is the printable form).
+    Cluster(Arc<[String]>),
+}
+
+/// Where a node's connections come from.
+enum Connector {
+    Pool(Pool),
+    Cluster(Box<ClusterClient>),
+}
+
+/// A node's live connection: checked out of its pool, or a cluster connection.
+enum Wire {
+    Pooled(Connection),
+    Cluster(ClusterConnection),
+}
+
+/// A handle on the live connection that a request is sent through.
+enum Sender {
+    Multiplexed(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl Wire {
+    fn sender(&self) -> Sender {
+        match self {
+            Wire::Pooled(connection) => {
+                Sender::Multiplexed(MultiplexedConnection::clone(connection))
+            }
+            Wire::Cluster(connection) => Sender::Cluster(connection.clone()),
+        }
+    }
+}
+
+impl Sender {
+    /// Sends `cmd`; on a cluster, to the master of `slot` when given (commands without a key,
+    /// like `WAIT`), else wherever its first key routes it.
+    async fn send(self, cmd: &Cmd, slot: Option<u16>) -> RedisResult<Value> {
+        match self {
+            Sender::Multiplexed(mut connection) => connection.send_packed_command(cmd).await,
+            Sender::Cluster(mut connection) => match slot {
+                Some(slot) => {
+                    let route = Route::new(slot, SlotAddr::Master);
+                    let routing =
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                    connection.route_command(cmd.clone(), routing).await
+                }
+                None => connection.req_packed_command(cmd).await,
+            },
+        }
+    }
 }
 
 /// What requests to the node share, also from tasks that outlive the caller.
 struct Link {
     index: usize,
     address: NodeAddress,
-    pool: Pool,
+    connector: Connector,
+    /// Whether it is a cluster member: scripts with a cluster variant run that one.
+    cluster: bool,
+    /// Writes marked replicated are confirmed with `WAIT` when set.
+    replica_acks: Option<ReplicaAcks>,
     connect_timeout: Duration,
     state: Mutex<State>,
     /// A request timed out or connecting failed, and nothing was heard from the node since.
@@ -79,7 +158,7 @@ type Reply = Pin<Box<dyn Future<Output = RedisResult<Value>> + Send>>;
 /// The connection, what is known to be cached on it, the queue while connecting, and health.
 #[derive(Default)]
 struct State {
-    connection: Option<Connection>,
+    connection: Option<Wire>,
     /// Bumped whenever the connection is replaced: what was learned on an older one is stale.
     generation: u64,
     /// SHAs the node ran on this connection. Anything else is sent whole (`EVAL`).
@@ -115,21 +194,30 @@ pub(crate) enum Request {
 
 /// A script call packed once for every node of a fan-out.
 pub(crate) struct PreparedScript {
+    /// What standalone masters run.
+    standalone: Variant,
+    /// What cluster members run, when it differs.
+    on_cluster: Option<Variant>,
+    by_source: bool,
+    releasing: bool,
+    replicated: bool,
+    /// The slot of the call's keys on a cluster.
+    slot: Option<u16>,
+}
+
+/// One script of a call, packed.
+struct Variant {
     evalsha: Arc<Cmd>,
     sha: &'static str,
     source: &'static str,
-    by_source: bool,
-    releasing: bool,
 }
 
-impl PreparedScript {
-    pub(crate) fn new(call: &ScriptCall) -> Self {
+impl Variant {
+    fn new(call: &ScriptCall, script: &'static LockScript) -> Self {
         Self {
-            evalsha: Arc::new(call.evalsha()),
-            sha: call.sha(),
-            source: call.source(),
-            by_source: call.is_by_source(),
-            releasing: call.is_releasing(),
+            evalsha: Arc::new(call.evalsha_of(script)),
+            sha: script.sha(),
+            source: script.source(),
         }
     }
 
@@ -146,6 +234,29 @@ impl PreparedScript {
     }
 }
 
+impl PreparedScript {
+    pub(crate) fn new(call: &ScriptCall) -> Self {
+        Self {
+            standalone: Variant::new(call, call.script_for(false)),
+            on_cluster: call
+                .has_cluster_variant()
+                .then(|| Variant::new(call, call.script_for(true))),
+            by_source: call.is_by_source(),
+            releasing: call.is_releasing(),
+            replicated: call.is_replicated(),
+            slot: call.first_key().map(hash_slot),
+        }
+    }
+
+    /// The script a node of this kind runs.
+    fn variant(&self, cluster: bool) -> &Variant {
+        match &self.on_cluster {
+            Some(variant) if cluster => variant,
+            _ => &self.standalone,
+        }
+    }
+}
+
 impl Request {
     /// Whether it releases what earlier requests may have taken: sent even to an unresponsive
     /// node.
@@ -157,11 +268,16 @@ impl Request {
 /// A request on the connection: its reply, its place in the queue, and how it was sent.
 struct Queued {
     reply: Reply,
+    /// The `WAIT` queued right after a replicated write.
+    confirmation: Option<Confirmation>,
     sequence: u64,
     generation: u64,
     /// The script SHA it was sent by (`EVALSHA`), or by source (`EVAL`) for a script.
     script: Option<(&'static str, bool)>,
 }
+
+/// The reply of the `WAIT` after a replicated write, and how many replicas it must count.
+type Confirmation = (Reply, usize);
 
 /// How a request was first placed: on the connection, or in the connecting queue.
 enum Placed {
@@ -186,8 +302,7 @@ impl Node {
     pub(crate) fn open(
         index: usize,
         url: &str,
-        pool_size: usize,
-        connect_timeout: Duration,
+        options: &NodeOptions,
     ) -> Result<Self, InvalidArgument> {
         let address = NodeAddress::redact(url);
         let unusable = |reason: String| InvalidArgument::NodeUrl {
@@ -195,6 +310,34 @@ impl Node {
             address: address.clone(),
             reason: hide_secret(reason, url),
         };
+        let link = |connector, cluster| Link {
+            index,
+            address: address.clone(),
+            connector,
+            cluster,
+            replica_acks: options.replica_acks,
+            connect_timeout: options.connect_timeout,
+            state: Mutex::default(),
+            unresponsive: AtomicBool::new(false),
+        };
+        if is_cluster_url(url) {
+            let seeds: Arc<[String]> = seeds(url).map_err(&unusable)?.into();
+            // No retries: redis-rs would send a request again after a lost reply, and a
+            // script that ran twice counts a hold twice. A redirection fails its request and
+            // refreshes the slot map; the quorum and the caller's retry policy do the rest.
+            // No response timeout of its own: each request has the caller's per-node timeout.
+            let client = ClusterClientBuilder::new(seeds.iter().map(String::as_str))
+                .retries(0)
+                .connection_timeout(options.connect_timeout)
+                .build()
+                .map_err(|err| unusable(err.to_string()))?;
+            return Ok(Self {
+                index,
+                endpoint: Endpoint::Cluster(seeds),
+                link: Arc::new(link(Connector::Cluster(Box::new(client)), true)),
+            });
+        }
+        let (pool_size, connect_timeout) = (options.pool_size, options.connect_timeout);
         let client = redis::Client::open(url).map_err(|err| unusable(err.to_string()))?;
         // Connecting is bounded by the connect timeout; every request by the caller's per-node
         // timeout (redis-rs's own response timeout would cut a longer configured one short).
@@ -216,15 +359,8 @@ impl Node {
             .map_err(|err| unusable(err.to_string()))?;
         Ok(Self {
             index,
-            client,
-            link: Arc::new(Link {
-                index,
-                address,
-                pool,
-                connect_timeout,
-                state: Mutex::default(),
-                unresponsive: AtomicBool::new(false),
-            }),
+            endpoint: Endpoint::Server(Arc::new(client)),
+            link: Arc::new(link(Connector::Pool(pool), false)),
         })
     }
 
@@ -238,9 +374,14 @@ impl Node {
         &self.link.address
     }
 
-    /// The node's redis-rs client, for what a pool cannot carry (pub/sub connections).
-    pub fn client(&self) -> &redis::Client {
-        &self.client
+    /// How the node is reached, for what its request connection cannot carry (pub/sub).
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Whether the node is a Redis Cluster member.
+    pub fn is_cluster(&self) -> bool {
+        self.link.cluster
     }
 
     /// Whether the node's last request timed out (or its connection failed) and nothing was
@@ -453,7 +594,7 @@ impl Link {
             }
             if state.connection.is_some() {
                 let placed = match request {
-                    Some(request) => Placed::Queued(queue(&mut state, request)),
+                    Some(request) => Placed::Queued(queue(self, &mut state, request)),
                     None => Placed::Connected,
                 };
                 return (placed, deadline, keep_until);
@@ -505,7 +646,47 @@ impl Link {
             Placed::Connected => return Err(NodeErrorKind::NotAsked),
         };
         let (sequence, generation, script) = (queued.sequence, queued.generation, queued.script);
-        match self.settle(queued.reply.await, generation) {
+        let confirmation = queued.confirmation;
+        let outcome = self.finish_script(queued.reply, sequence, generation, script, &request);
+        let (value, resent) = outcome.await?;
+        // A script sent again has a `WAIT` of its own after it; the first one confirmed nothing.
+        match resent.or(confirmation) {
+            Some((reply, wanted)) => self.confirmed(value, reply, wanted, generation).await,
+            None => Ok(value),
+        }
+    }
+
+    /// Awaits `WAIT`'s count after a replicated write: the write counts only when at least
+    /// `wanted` replicas have it.
+    async fn confirmed(
+        &self,
+        value: Value,
+        reply: Reply,
+        wanted: usize,
+        generation: u64,
+    ) -> Result<Value, NodeErrorKind> {
+        let acked = self
+            .settle(reply.await, generation)
+            .map_err(NodeErrorKind::Command)
+            .and_then(decode::<i64>)?;
+        if usize::try_from(acked).is_ok_and(|acked| acked >= wanted) {
+            Ok(value)
+        } else {
+            Err(NodeErrorKind::NotReplicated { acked, wanted })
+        }
+    }
+
+    /// Awaits a request's own reply, resending a forgotten script when that is safe (with the
+    /// `WAIT` that confirms the resent one, for a replicated write).
+    async fn finish_script(
+        &self,
+        reply: Reply,
+        sequence: u64,
+        generation: u64,
+        script: Option<(&'static str, bool)>,
+        request: &Request,
+    ) -> Result<(Value, Option<Confirmation>), NodeErrorKind> {
+        match self.settle(reply.await, generation) {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 let resent = {
                     let mut state = self.state();
@@ -515,22 +696,26 @@ impl Link {
                     let last = state.generation == generation
                         && state.queued == sequence + 1
                         && state.connection.is_some();
-                    match &request {
+                    match request {
                         Request::Script(script) if last => {
-                            Some(queue_cmd(&mut state, script.eval(), None))
+                            let variant = script.variant(self.cluster);
+                            let resent = queue_cmd(&mut state, variant.eval(), None, script.slot);
+                            let confirmation = queue_wait(self, &mut state, script);
+                            Some((resent, confirmation))
                         }
                         _ => None,
                     }
                 };
                 match resent {
-                    Some(resent) => {
+                    Some((resent, confirmation)) => {
                         let outcome = self.settle(resent.reply.await, generation);
                         if outcome.is_ok() {
-                            if let Request::Script(script) = &request {
-                                self.cached(generation, script.sha);
+                            if let Request::Script(script) = request {
+                                self.cached(generation, script.variant(self.cluster).sha);
                             }
                         }
-                        outcome.map_err(NodeErrorKind::Command)
+                        let value = outcome.map_err(NodeErrorKind::Command)?;
+                        Ok((value, confirmation))
                     }
                     None => Err(NodeErrorKind::Command(err)),
                 }
@@ -539,7 +724,7 @@ impl Link {
                 if let Some((sha, false)) = script {
                     self.cached(generation, sha);
                 }
-                Ok(value)
+                Ok((value, None))
             }
             Err(err) => Err(NodeErrorKind::Command(err)),
         }
@@ -575,19 +760,36 @@ impl Link {
     }
 }
 
-/// Queues `request` on the connection (which must be there).
-fn queue(state: &mut State, request: &Request) -> Queued {
+/// Queues `request` on the connection (which must be there), and right after a replicated
+/// write, the `WAIT` that confirms it.
+fn queue(link: &Link, state: &mut State, request: &Request) -> Queued {
     match request {
         Request::Script(script) => {
-            let by_sha = !script.by_source && state.cached_scripts.contains(script.sha);
-            if by_sha {
-                queue_cmd(state, Arc::clone(&script.evalsha), Some((script.sha, true)))
+            let variant = script.variant(link.cluster);
+            let by_sha = !script.by_source && state.cached_scripts.contains(variant.sha);
+            let mut queued = if by_sha {
+                let evalsha = Arc::clone(&variant.evalsha);
+                queue_cmd(state, evalsha, Some((variant.sha, true)), None)
             } else {
-                queue_cmd(state, script.eval(), Some((script.sha, false)))
-            }
+                queue_cmd(state, variant.eval(), Some((variant.sha, false)), None)
+            };
+            queued.confirmation = queue_wait(link, state, script);
+            queued
         }
-        Request::Command(cmd) => queue_cmd(state, Arc::clone(cmd), None),
+        Request::Command(cmd) => queue_cmd(state, Arc::clone(cmd), None, None),
     }
+}
+
+/// Queues the `WAIT` that confirms a replicated write just queued, when the node asks for
+/// replica acknowledgements. It is part of the write's request: a resend after `NOSCRIPT` is
+/// safe when nothing but its `WAIT` came after it.
+fn queue_wait(link: &Link, state: &mut State, script: &PreparedScript) -> Option<Confirmation> {
+    let acks = link.replica_acks.filter(|_| script.replicated)?;
+    let mut wait = redis::cmd("WAIT");
+    wait.arg(acks.replicas).arg(acks.timeout_millis());
+    let queued = queue_cmd(state, Arc::new(wait), None, script.slot);
+    state.queued -= 1;
+    Some((queued.reply, acks.replicas))
 }
 
 /// Hands `cmd` to the multiplexed connection at once: its send future is polled once here, and
@@ -595,14 +797,16 @@ fn queue(state: &mut State, request: &Request) -> Queued {
 /// full (`PIPELINE_BUFFER`). So the order of these calls, all made under the node's lock, is the
 /// order the node sees. The poll is unconstrained by tokio's task budget, which would otherwise
 /// make it wait for nothing.
-fn queue_cmd(state: &mut State, cmd: Arc<Cmd>, script: Option<(&'static str, bool)>) -> Queued {
-    let connection = state
-        .connection
-        .as_ref()
-        .map(|connection| MultiplexedConnection::clone(connection));
+fn queue_cmd(
+    state: &mut State,
+    cmd: Arc<Cmd>,
+    script: Option<(&'static str, bool)>,
+    slot: Option<u16>,
+) -> Queued {
+    let connection = state.connection.as_ref().map(Wire::sender);
     let mut reply: Reply = Box::pin(tokio::task::unconstrained(async move {
         match connection {
-            Some(mut connection) => connection.send_packed_command(&cmd).await,
+            Some(sender) => sender.send(&cmd, slot).await,
             None => Err(RedisError::from(std::io::Error::from(
                 std::io::ErrorKind::NotConnected,
             ))),
@@ -615,6 +819,7 @@ fn queue_cmd(state: &mut State, cmd: Arc<Cmd>, script: Option<(&'static str, boo
     state.queued += 1;
     Queued {
         reply,
+        confirmation: None,
         sequence,
         generation: state.generation,
         script,
@@ -637,9 +842,22 @@ struct ConnectAttempt {
 impl ConnectAttempt {
     async fn run(mut self) {
         let timeout = self.link.connect_timeout;
-        let outcome = match tokio::time::timeout(timeout, self.link.pool.get()).await {
-            Ok(Ok(connection)) => Ok(connection),
-            Ok(Err(err)) => Err(Arc::new(ConnectError::Failed(err))),
+        let connecting = async {
+            match &self.link.connector {
+                Connector::Pool(pool) => pool
+                    .get()
+                    .await
+                    .map(Wire::Pooled)
+                    .map_err(ConnectError::Failed),
+                Connector::Cluster(client) => client
+                    .get_async_connection()
+                    .await
+                    .map(Wire::Cluster)
+                    .map_err(ConnectError::Cluster),
+            }
+        };
+        let outcome = match tokio::time::timeout(timeout, connecting).await {
+            Ok(outcome) => outcome.map_err(Arc::new),
             Err(_) => Err(Arc::new(ConnectError::Timeout(timeout))),
         };
         self.finish(outcome, true);
@@ -652,7 +870,7 @@ impl ConnectAttempt {
         self.finish(Err(Arc::new(ConnectError::Timeout(timeout))), false);
     }
 
-    fn finish(&mut self, outcome: Result<Connection, Arc<ConnectError>>, blame: bool) {
+    fn finish(&mut self, outcome: Result<Wire, Arc<ConnectError>>, blame: bool) {
         self.finished = true;
         let mut state = self.link.state();
         state.connecting = false;
@@ -671,7 +889,7 @@ impl ConnectAttempt {
                     let queued = waiting
                         .request
                         .as_ref()
-                        .map(|request| queue(&mut state, request));
+                        .map(|request| queue(&self.link, &mut state, request));
                     let _ = waiting.done.send(Ok(queued));
                 }
             }
@@ -696,6 +914,13 @@ impl Drop for ConnectAttempt {
     }
 }
 
+/// How every node of a set is opened.
+pub(crate) struct NodeOptions {
+    pub(crate) pool_size: usize,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) replica_acks: Option<ReplicaAcks>,
+}
+
 /// Removes a URL's password from a message that might echo the URL.
 fn hide_secret(message: String, url: &str) -> String {
     match url::Url::parse(url)
@@ -717,7 +942,12 @@ mod tests {
     fn a_tls_url_without_tls_support_says_so_without_the_password() {
         let url = "rediss://:topsecret@127.0.0.1:6380";
         let tls = redis::Client::open("rediss://127.0.0.1:6380").is_ok();
-        match Node::open(0, url, 1, Duration::from_secs(1)) {
+        let options = NodeOptions {
+            pool_size: 1,
+            connect_timeout: Duration::from_secs(1),
+            replica_acks: None,
+        };
+        match Node::open(0, url, &options) {
             Ok(node) => {
                 assert!(tls, "accepted without TLS support");
                 assert_eq!(node.address().as_str(), "rediss://:***@127.0.0.1:6380");

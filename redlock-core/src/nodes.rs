@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::FromRedisValue;
 
-use crate::node::{PreparedScript, Request};
+use crate::node::{NodeOptions, PreparedScript, Request};
 use crate::quorum::majority;
 use crate::{InvalidArgument, Node, NodeError, NodeErrorKind, RedlockConfig, ScriptCall};
 
@@ -23,11 +23,16 @@ pub struct NodeSet {
 
 impl NodeSet {
     pub(crate) fn open(config: &RedlockConfig) -> Result<Self, InvalidArgument> {
+        let options = NodeOptions {
+            pool_size: config.pool_size,
+            connect_timeout: config.connect_timeout(),
+            replica_acks: config.replica_acks,
+        };
         let nodes = config
             .nodes
             .iter()
             .enumerate()
-            .map(|(index, url)| Node::open(index, url, config.pool_size, config.connect_timeout()))
+            .map(|(index, url)| Node::open(index, url, &options))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self { nodes })
     }

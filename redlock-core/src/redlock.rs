@@ -252,6 +252,7 @@ impl Redlock {
         ));
         let call = ACQUIRE
             .call()
+            .replicated()
             .key(&key)
             .arg(owner.as_str())
             .arg(lease_millis(lease));
@@ -403,6 +404,7 @@ impl Redlock {
         let timeout = self.config().node_timeout_for(new_lease);
         let call = EXTEND
             .call()
+            .replicated()
             .key(lease.key())
             .arg(lease.owner().as_str())
             .arg(lease_millis(new_lease));

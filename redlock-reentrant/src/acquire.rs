@@ -67,8 +67,9 @@ pub(crate) async fn attempt(
     let drift = config.drift_for(lease);
     let call = ACQUIRE
         .call()
+        .replicated()
         .key(target.key())
-        .key(&inner.fence_key)
+        .key(&*inner.fence_key_of(target.key()))
         .arg(target.owner())
         .arg(lease_millis(lease))
         .arg(expected)
@@ -277,8 +278,9 @@ async fn write_back_token(
     }
     let call = FENCE
         .call()
+        .replicated()
         .key(target.key())
-        .key(&inner.fence_key)
+        .key(&*inner.fence_key_of(target.key()))
         .arg(target.owner())
         .arg(choice.token);
     // Only the nodes that granted this hold can take the write-back: the others would answer

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::{Error, Readiness, Redlock, RedlockConfig, RetryPolicy};
+use redlock_core::{Error, Readiness, Redlock, RedlockConfig, ReplicaAcks, RetryPolicy};
 use redlock_watchdog::{Watchdog, WatchdogConfig};
 
 use crate::inner::Inner;
@@ -216,6 +216,14 @@ impl LockClientBuilder {
     /// The clock-drift allowance as a fraction of the lease. Default 0.01.
     pub fn clock_drift_factor(mut self, factor: f64) -> Self {
         self.redlock.clock_drift_factor = factor;
+        self
+    }
+
+    /// Confirms acquisitions, renewals and fencing write-backs with `WAIT` on each node: a
+    /// node counts one only once this many replicas acknowledged it (for Redis Cluster members
+    /// and replicated masters; see docs/deployments.md). Default: no confirmation.
+    pub fn replica_acks(mut self, acks: ReplicaAcks) -> Self {
+        self.redlock.replica_acks = Some(acks);
         self
     }
 

@@ -20,7 +20,9 @@ pub(crate) struct Inner {
     pub(crate) watchdog: Watchdog,
     pub(crate) wakeups: Wakeups,
     pub(crate) holds: Arc<Holds>,
-    pub(crate) fence_key: String,
+    /// The nodes' fencing counter shared by every lock, or `None` with a Redis Cluster member,
+    /// where each lock has its own (see [`Inner::fence_key_of`]).
+    shared_fence_key: Option<String>,
     closed: AtomicBool,
     requests: AtomicU64,
     /// The largest fencing token this client handed out: new holds ask every node for a
@@ -31,18 +33,30 @@ pub(crate) struct Inner {
 
 impl Inner {
     pub(crate) fn new(redlock: Redlock, watchdog: Watchdog, wakeups: Wakeups) -> Self {
-        let fence_key = format!("{}{}", redlock.config().key_prefix, FENCE_COUNTER);
+        let config = redlock.config();
+        let shared_fence_key = (!config.has_cluster_member())
+            .then(|| format!("{}{}", config.key_prefix, FENCE_COUNTER));
         Self {
             id: uuid::Uuid::new_v4().to_string(),
             redlock,
             watchdog,
             wakeups,
             holds: Arc::default(),
-            fence_key,
+            shared_fence_key,
             closed: AtomicBool::new(false),
             requests: AtomicU64::new(0),
             largest_token: AtomicU64::new(0),
             counters: FencingCounters::default(),
+        }
+    }
+
+    /// The fencing counter for the lock `key`: one per node shared by every lock, or with a
+    /// Redis Cluster member, one per lock beside it (`{key}:fencing-counter`, in its slot: a
+    /// script may only touch keys of one slot, and no one key lives in every slot).
+    pub(crate) fn fence_key_of<'a>(&'a self, key: &str) -> std::borrow::Cow<'a, str> {
+        match &self.shared_fence_key {
+            Some(shared) => std::borrow::Cow::Borrowed(shared),
+            None => std::borrow::Cow::Owned(format!("{key}:{FENCE_COUNTER}")),
         }
     }
 

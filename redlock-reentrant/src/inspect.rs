@@ -79,7 +79,7 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
     let call = INSPECT
         .call()
         .key(target.key())
-        .key(&inner.fence_key)
+        .key(&*inner.fence_key_of(target.key()))
         .arg(target.owner());
     let timeout = inner.node_timeout();
     let mut fan: FanOut<Inspected> = inner.redlock.nodes().run_script(&call, timeout).await;

@@ -83,7 +83,7 @@ pub use redlock_core::Error;
 pub use redlock_core::{
     deadpool_redis, quorum, redis, Backoff, ConnectError, FanOut, InvalidArgument, Lease,
     LockScript, LostReason, NodeAddress, NodeError, NodeErrorKind, NodeSet, NodeStatus, OwnerToken,
-    Readiness, Redlock, RedlockConfig, RetryPolicy, ScriptCall,
+    Readiness, Redlock, RedlockConfig, ReplicaAcks, RetryPolicy, ScriptCall,
 };
 pub use redlock_watchdog::{
     LostSignal, Registration, RenewScript, RenewedLease, Watchdog, WatchdogConfig, WatchdogStats,

@@ -7,6 +7,25 @@ use redlock_core::redis::{self, FromRedisValue, ParsingError, Value};
 pub(crate) use redlock_core::Applied;
 use redlock_core::LockScript;
 
+/// Declares a script that announces releases: standalone masters run it after
+/// `lua/announce.lua` (`PUBLISH`), Redis Cluster members after `lua/announce_sharded.lua`
+/// (`SPUBLISH`, falling back to `PUBLISH`).
+macro_rules! announcing {
+    ($(#[$doc:meta])* $vis:vis $name:ident, $on_cluster:ident, $file:literal) => {
+        $(#[$doc])*
+        $vis static $name: LockScript = LockScript::new(concat!(
+            include_str!("lua/announce.lua"),
+            include_str!($file)
+        ))
+        .on_cluster(&$on_cluster);
+
+        static $on_cluster: LockScript = LockScript::new(concat!(
+            include_str!("lua/announce_sharded.lua"),
+            include_str!($file)
+        ));
+    };
+}
+
 /// Takes or re-enters a lock on one node (`lua/acquire.lua`).
 pub(crate) static ACQUIRE: LockScript = LockScript::new(include_str!("lua/acquire.lua"));
 
@@ -53,19 +72,26 @@ impl FromRedisValue for AcquireReply {
 /// Writes a chosen fencing token back to one node (`lua/fence.lua`); answers [`Applied`].
 pub(crate) static FENCE: LockScript = LockScript::new(include_str!("lua/fence.lua"));
 
-/// Undoes one acquisition attempt where it landed (`lua/undo.lua`); answers [`Applied`].
-pub(crate) static UNDO: LockScript = LockScript::new(include_str!("lua/undo.lua"));
+announcing!(
+    /// Undoes one acquisition attempt where it landed (`lua/undo.lua`); answers [`Applied`].
+    pub(crate) UNDO, UNDO_ON_CLUSTER, "lua/undo.lua"
+);
 
-/// Deletes a lock whoever holds it (`lua/force_unlock.lua`); answers [`Applied`].
-pub(crate) static FORCE_UNLOCK: LockScript = LockScript::new(include_str!("lua/force_unlock.lua"));
+announcing!(
+    /// Deletes a lock whoever holds it (`lua/force_unlock.lua`); answers [`Applied`].
+    pub(crate) FORCE_UNLOCK, FORCE_UNLOCK_ON_CLUSTER, "lua/force_unlock.lua"
+);
 
-/// Releases one acquisition on one node (`lua/unlock.lua`).
-pub(crate) static UNLOCK: LockScript = LockScript::new(include_str!("lua/unlock.lua"));
+announcing!(
+    /// Releases one acquisition on one node (`lua/unlock.lua`).
+    pub(crate) UNLOCK, UNLOCK_ON_CLUSTER, "lua/unlock.lua"
+);
 
-/// The sabotaged twin of [`UNLOCK`] (`lua/unlock_without_compare.lua`), for the fault suite.
 #[cfg(feature = "sabotage")]
-pub(crate) static UNLOCK_WITHOUT_COMPARE: LockScript =
-    LockScript::new(include_str!("lua/unlock_without_compare.lua"));
+announcing!(
+    /// The sabotaged twin of [`UNLOCK`] (`lua/unlock_without_compare.lua`), for the fault suite.
+    pub(crate) UNLOCK_WITHOUT_COMPARE, UNLOCK_WITHOUT_COMPARE_ON_CLUSTER, "lua/unlock_without_compare.lua"
+);
 
 /// A node's answer to [`UNLOCK`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,9 +156,11 @@ impl FromRedisValue for Inspected {
     }
 }
 
-/// Gives up holds of many locks at once and announces each (`lua/abandon.lua`); answers how
-/// many were deleted.
-pub(crate) static ABANDON: LockScript = LockScript::new(include_str!("lua/abandon.lua"));
+announcing!(
+    /// Gives up holds of many locks at once and announces each (`lua/abandon.lua`); answers
+    /// how many were deleted.
+    pub(crate) ABANDON, ABANDON_ON_CLUSTER, "lua/abandon.lua"
+);
 
 /// Renews many held locks on one node (`lua/renew.lua`): the watchdog's batch renewal of
 /// reentrant holds (the contract of `redlock_watchdog::RenewScript`).

@@ -478,15 +478,19 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
     }
     let batch_size = inner.watchdog.config().batch_size;
     let message = inner.request_id();
-    let channels: Vec<String> = held.iter().map(|(key, _)| channel_of(&key.key)).collect();
+    // A batch keeps to one hash slot when a node is a Redis Cluster member.
+    let config = inner.redlock.config();
+    held.sort_by_key(|(key, _)| config.slot_of(&key.key));
     let calls: Vec<_> = held
-        .chunks(batch_size)
-        .zip(channels.chunks(batch_size))
-        .map(|(batch, channels)| {
-            batch.iter().zip(channels).fold(
+        .chunk_by(|(a, _), (b, _)| config.slot_of(&a.key) == config.slot_of(&b.key))
+        .flat_map(|slot| slot.chunks(batch_size))
+        .map(|batch| {
+            batch.iter().fold(
                 ABANDON.call().arg(&message).by_source().releasing(),
-                |call, ((key, _), channel)| {
-                    call.key(&*key.key).arg(key.owner.as_str()).arg(channel)
+                |call, (key, _)| {
+                    call.key(&*key.key)
+                        .arg(key.owner.as_str())
+                        .arg(channel_of(&key.key))
                 },
             )
         })

@@ -6,7 +6,10 @@
 //! (with a jittered backoff) when the connection drops or stops answering, subscribes every
 //! wanted channel again, and wakes their waiters, who look again: a release may have been
 //! missed meanwhile. A slow or stopped node delays only its own task. Closing the client (or
-//! dropping it) ends the tasks and their connections.
+//! dropping it) ends the tasks and their connections. A Redis Cluster member's task subscribes
+//! through the cluster (`cluster`).
+
+mod cluster;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -14,8 +17,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redlock_core::redis::aio::{PubSubSink, PubSubStream};
-use redlock_core::redis::{Client, Msg};
-use redlock_core::{NodeAddress, NodeSet};
+use redlock_core::redis::Msg;
+use redlock_core::{Endpoint, NodeAddress, NodeSet};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -165,7 +168,7 @@ impl Wakeups {
                 let changes = Arc::new(Changes::default());
                 let task = NodeTask {
                     index: node.index(),
-                    client: node.client().clone(),
+                    endpoint: node.endpoint().clone(),
                     address: node.address().clone(),
                     shared: Arc::clone(&shared),
                     changes: Arc::clone(&changes),
@@ -250,7 +253,7 @@ impl Drop for Wakeups {
 /// One node's pub/sub connection and the channels it is subscribed to.
 struct NodeTask {
     index: usize,
-    client: Client,
+    endpoint: Endpoint,
     address: NodeAddress,
     shared: Arc<Shared>,
     changes: Arc<Changes>,
@@ -286,7 +289,17 @@ enum Ended {
 }
 
 impl NodeTask {
-    async fn run(mut self) {
+    async fn run(self) {
+        match self.endpoint.clone() {
+            Endpoint::Cluster(seeds) => self.run_cluster(&seeds).await,
+            Endpoint::Server(client) => self.run_server(&client).await,
+            _ => {
+                tracing::warn!(node = %self.address, "no wake-ups from a node of an unknown kind; waiters fall back to the lease")
+            }
+        }
+    }
+
+    async fn run_server(mut self, client: &redlock_core::redis::Client) {
         let closed = self.shared.closed.clone();
         let mut failures = 0u32;
         loop {
@@ -299,7 +312,7 @@ impl NodeTask {
             }
             let connected = tokio::select! {
                 () = closed.cancelled() => return,
-                connected = tokio::time::timeout(self.connect_timeout, self.client.get_async_pubsub()) => connected,
+                connected = tokio::time::timeout(self.connect_timeout, client.get_async_pubsub()) => connected,
             };
             let (sink, stream) = match connected {
                 Ok(Ok(pubsub)) => pubsub.split(),
@@ -353,7 +366,7 @@ impl NodeTask {
             tokio::select! {
                 () = closed.cancelled() => return Ended::Closed,
                 message = stream.next() => match message {
-                    Some(message) => dispatch(&self.shared, &message),
+                    Some(message) => dispatch_message(&self.shared, &message),
                     None => return Ended::Broken,
                 },
                 () = self.changes.wake.notified() => {
@@ -438,14 +451,21 @@ fn backoff(failures: u32) -> Duration {
     half + half.mul_f64(fastrand::f64())
 }
 
+fn dispatch_message(shared: &Shared, message: &Msg) {
+    dispatch(
+        shared,
+        message.get_channel_name(),
+        message.get_payload_bytes(),
+    );
+}
+
 /// Wakes one local waiter per release. Every node that held the lock announces the same
 /// release; the copies after the first are ignored.
-fn dispatch(shared: &Shared, message: &Msg) {
+fn dispatch(shared: &Shared, channel: &str, release: &[u8]) {
     let mut channels = lock(&shared.channels);
-    let Some(state) = channels.get_mut(message.get_channel_name()) else {
+    let Some(state) = channels.get_mut(channel) else {
         return;
     };
-    let release = message.get_payload_bytes();
     if state
         .last_release
         .as_ref()

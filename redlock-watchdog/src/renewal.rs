@@ -14,6 +14,10 @@ use crate::renew_script::{RenewReply, Renewed};
 use crate::shared::Shared;
 use crate::RenewScript;
 
+/// What holds renewed in one call share: their script (its SHA) and, with a Redis Cluster
+/// member, their hash slot.
+type BatchKind = (&'static str, Option<u16>);
+
 /// The target of the watchdog's renewal trace events: `round` as a round starts, before it
 /// takes the holds to renew, then one event per hold it renews (field `key`), just before its
 /// requests go out. The fault suite checks from them that no round that started after a
@@ -77,13 +81,15 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
     // Before the snapshot: a hold released after this event may still be in this round.
     tracing::trace!(target: RENEWING_TARGET, "round");
     let now = std::time::Instant::now();
-    let mut kinds: HashMap<&'static str, (RenewScript, Vec<Due>)> = HashMap::new();
+    // One batch holds keys of one script and, with a Redis Cluster member, of one hash slot.
+    let config = shared.redlock.config();
+    let mut kinds: HashMap<BatchKind, (RenewScript, Vec<Due>)> = HashMap::new();
     for entry in shared.entries.iter() {
         let renewed = matches!(entry.state, EntryState::Held(held) if held.renewed_at(now));
         if renewed && !entry.lost.is_lost() {
             let script = entry.script;
             kinds
-                .entry(script.script().sha())
+                .entry((script.script().sha(), config.slot_of(&entry.key)))
                 .or_insert_with(|| (script, Vec::new()))
                 .1
                 .push(Due {
@@ -118,7 +124,7 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
         .iter()
         .map(|(script, batch)| {
             batch.iter().fold(
-                script.script().call().arg(lease_millis(lease)),
+                script.script().call().replicated().arg(lease_millis(lease)),
                 |call, hold| call.key(&hold.key).arg(hold.owner.as_str()),
             )
         })

@@ -100,6 +100,10 @@ pub enum HarnessError {
     /// A command sent to the server for an assertion failed.
     #[error("redis command failed")]
     Redis(#[from] redis::RedisError),
+
+    /// A Redis Cluster did not form or settle (see [`crate::ShardedCluster`]).
+    #[error("redis cluster: {0}")]
+    Cluster(String),
 }
 
 /// `error` and its causes on one line, `a: b: c`, for panic messages.

@@ -55,6 +55,7 @@ mod probe;
 mod process;
 mod proxy;
 mod server;
+mod sharded;
 mod worker_process;
 mod worker_spec;
 
@@ -82,5 +83,6 @@ pub use nemesis::{FaultKind, Nemesis};
 pub use outcome::Outcome;
 pub use proxy::{Fault, FaultProxy, ProxyGrid};
 pub use server::{RedisServer, RedisServerBuilder, REDIS_SERVER_BIN_ENV};
+pub use sharded::{ShardedCluster, CLUSTER_NODE_TIMEOUT};
 pub use worker_process::WorkerProcess;
 pub use worker_spec::{Sabotage, WorkerMode, WorkerSpec};

@@ -8,7 +8,7 @@ for i, key in ipairs(KEYS) do
     local owner, channel = ARGV[2 * i], ARGV[2 * i + 1]
     if redis.pcall('hexists', key, owner) == 1 then
         redis.call('del', key)
-        redis.call('publish', channel, ARGV[1])
+        announce(channel, ARGV[1])
         released = released + 1
     end
 end

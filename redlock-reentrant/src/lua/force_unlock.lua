@@ -5,5 +5,5 @@ if redis.call('type', KEYS[1])['ok'] ~= 'hash' then
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[1], ARGV[2])
+announce(ARGV[1], ARGV[2])
 return 1

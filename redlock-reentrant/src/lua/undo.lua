@@ -17,7 +17,7 @@ end
 if held == 1 then
     redis.call('del', KEYS[1])
     if ARGV[3] ~= '' then
-        redis.call('publish', ARGV[3], ARGV[4])
+        announce(ARGV[3], ARGV[4])
     end
 else
     redis.call('hincrby', KEYS[1], ARGV[1], -1)

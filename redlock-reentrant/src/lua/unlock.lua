@@ -15,7 +15,7 @@ held = tonumber(held or '0')
 if held == expected then
     if held == 1 then
         redis.call('del', KEYS[1])
-        redis.call('publish', ARGV[2], ARGV[3])
+        announce(ARGV[2], ARGV[3])
         -- Only a final release leaves nothing behind to tell a retry it was applied.
         redis.call('set', KEYS[2], 0, 'PX', ARGV[4])
         return 0

@@ -7,5 +7,5 @@ if held > 1 then
     return held - 1
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[2], ARGV[3])
+announce(ARGV[2], ARGV[3])
 return 0

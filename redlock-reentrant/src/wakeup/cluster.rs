@@ -1,0 +1,223 @@
+//! Wake-ups from a Redis Cluster member: one cluster pub/sub connection (RESP3), subscribed to
+//! each wanted lock channel on the shard that owns the lock's slot (`SSUBSCRIBE`, Redis 7), or
+//! where the servers have no shard channels, with `SUBSCRIBE` (releases are then broadcast).
+//!
+//! redis-rs routes each subscription to its slot's node and subscribes again after a
+//! reconnection or a failover; each confirmation it reports wakes the channel's waiters, who
+//! look again (a release may have gone unheard meanwhile). A disconnection forgets this
+//! member's subscriptions until they are confirmed again.
+
+use std::collections::HashSet;
+
+use redlock_core::redis::cluster::ClusterClientBuilder;
+use redlock_core::redis::cluster_async::ClusterConnection;
+use redlock_core::redis::{ProtocolVersion, PushInfo, PushKind, RedisError, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{backoff, dispatch, Ended, NodeTask};
+
+/// How a member's servers take subscriptions.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Channels {
+    /// Shard channels (`SSUBSCRIBE`).
+    Sharded,
+    /// Plain channels (`SUBSCRIBE`), where the servers have no shard channels.
+    Plain,
+}
+
+impl NodeTask {
+    /// Serves a cluster member until the client closes.
+    pub(super) async fn run_cluster(mut self, seeds: &[String]) {
+        let closed = self.shared.closed.clone();
+        let mut failures = 0u32;
+        let mut channels = Channels::Sharded;
+        loop {
+            while !self.anything_wanted() {
+                tokio::select! {
+                    () = closed.cancelled() => return,
+                    () = self.changes.wake.notified() => {}
+                }
+            }
+            let (pushes, received) = mpsc::unbounded_channel();
+            let connected = async {
+                ClusterClientBuilder::new(seeds.iter().map(String::as_str))
+                    .use_protocol(ProtocolVersion::RESP3)
+                    .push_sender(pushes)
+                    .connection_timeout(self.connect_timeout)
+                    .build()?
+                    .get_async_connection()
+                    .await
+            };
+            let connected = tokio::select! {
+                () = closed.cancelled() => return,
+                connected = tokio::time::timeout(self.connect_timeout, connected) => connected,
+            };
+            let connection = match connected {
+                Ok(Ok(connection)) => connection,
+                failed => {
+                    let error = match failed {
+                        Ok(Err(err)) => err.to_string(),
+                        _ => format!("no connection within {:?}", self.connect_timeout),
+                    };
+                    tracing::debug!(node = %self.address, %error, "cluster pub/sub connection failed; waiters fall back to the lease");
+                    let pause = backoff(failures);
+                    failures = failures.saturating_add(1);
+                    tokio::select! {
+                        () = closed.cancelled() => return,
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                    continue;
+                }
+            };
+            failures = 0;
+            let ended = self
+                .serve_cluster(connection, received, &mut channels, &closed)
+                .await;
+            self.forget_subscriptions();
+            match ended {
+                Ended::Closed => return,
+                Ended::Broken => {
+                    tracing::debug!(node = %self.address, "cluster pub/sub connection lost; reconnecting");
+                }
+            }
+        }
+    }
+
+    async fn serve_cluster(
+        &mut self,
+        mut connection: ClusterConnection,
+        mut pushes: mpsc::UnboundedReceiver<PushInfo>,
+        channels: &mut Channels,
+        closed: &CancellationToken,
+    ) -> Ended {
+        let mut subscribed: HashSet<String> = HashSet::new();
+        drop(self.changes.take());
+        let wanted: Vec<String> = super::lock(&self.shared.channels).keys().cloned().collect();
+        for channel in wanted {
+            if !self
+                .reconcile_cluster(&mut connection, channels, &mut subscribed, channel)
+                .await
+            {
+                return Ended::Broken;
+            }
+        }
+        loop {
+            tokio::select! {
+                () = closed.cancelled() => return Ended::Closed,
+                push = pushes.recv() => match push {
+                    Some(push) => self.heard(push),
+                    None => return Ended::Broken,
+                },
+                () = self.changes.wake.notified() => {
+                    for channel in self.changes.take() {
+                        if !self.reconcile_cluster(&mut connection, channels, &mut subscribed, channel).await {
+                            return Ended::Broken;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// What the cluster connection reports: a release, a (re)confirmed subscription, or a
+    /// lost connection to one of its nodes.
+    fn heard(&self, push: PushInfo) {
+        let text = |value: Option<&Value>| match value {
+            Some(Value::BulkString(bytes)) => Some(bytes.clone()),
+            Some(Value::SimpleString(text)) => Some(text.clone().into_bytes()),
+            _ => None,
+        };
+        match push.kind {
+            PushKind::SMessage | PushKind::Message => {
+                if let (Some(channel), Some(payload)) =
+                    (text(push.data.first()), text(push.data.get(1)))
+                {
+                    dispatch(&self.shared, &String::from_utf8_lossy(&channel), &payload);
+                }
+            }
+            PushKind::SSubscribe | PushKind::Subscribe => {
+                if let Some(channel) = text(push.data.first()) {
+                    self.confirm(&String::from_utf8_lossy(&channel));
+                }
+            }
+            PushKind::Disconnection => {
+                tracing::debug!(node = %self.address, "a cluster node's pub/sub connection dropped; waiting for its subscriptions again");
+                self.forget_subscriptions();
+            }
+            _ => {}
+        }
+    }
+
+    /// Brings one channel's subscription in line with what the waiters want. Returns false
+    /// when the connection did not answer in time.
+    async fn reconcile_cluster(
+        &self,
+        connection: &mut ClusterConnection,
+        channels: &mut Channels,
+        subscribed: &mut HashSet<String>,
+        channel: String,
+    ) -> bool {
+        let wanted = super::lock(&self.shared.channels).contains_key(&channel);
+        if wanted == subscribed.contains(&channel) {
+            if wanted {
+                self.confirm(&channel);
+            }
+            return true;
+        }
+        let outcome = tokio::time::timeout(self.request_timeout, async {
+            let first = change(connection, *channels, &channel, wanted).await;
+            match first {
+                Err(err) if *channels == Channels::Sharded && lacks_shard_channels(&err) => {
+                    tracing::debug!(node = %self.address, "no shard channels on this cluster; subscribing to plain channels");
+                    *channels = Channels::Plain;
+                    change(connection, Channels::Plain, &channel, wanted).await
+                }
+                other => other,
+            }
+        })
+        .await;
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                tracing::debug!(node = %self.address, error = %err, "cluster pub/sub request failed");
+                return false;
+            }
+            Err(_) => {
+                tracing::debug!(node = %self.address, "cluster pub/sub request timed out");
+                return false;
+            }
+        }
+        if wanted {
+            subscribed.insert(channel.clone());
+            self.confirm(&channel);
+        } else {
+            subscribed.remove(&channel);
+        }
+        true
+    }
+}
+
+async fn change(
+    connection: &mut ClusterConnection,
+    channels: Channels,
+    channel: &str,
+    wanted: bool,
+) -> Result<(), RedisError> {
+    match (channels, wanted) {
+        (Channels::Sharded, true) => connection.ssubscribe(channel).await,
+        (Channels::Sharded, false) => connection.sunsubscribe(channel).await,
+        (Channels::Plain, true) => connection.subscribe(channel).await,
+        (Channels::Plain, false) => connection.unsubscribe(channel).await,
+    }
+}
+
+/// Whether the servers refused `SSUBSCRIBE` as a command they do not have (before Redis 7, or
+/// renamed away).
+fn lacks_shard_channels(err: &RedisError) -> bool {
+    !err.is_io_error()
+        && err
+            .to_string()
+            .to_ascii_lowercase()
+            .contains("unknown command")
+}

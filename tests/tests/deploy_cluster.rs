@@ -1,0 +1,454 @@
+//! Redis Cluster as a quorum member, on real clusters (3 masters and 3 replicas, joined by
+//! `redis-cli --cluster create`): reentrancy with every key of a lock in its slot, waiters woken
+//! through shard channels (and plain channels where those are missing), the watchdog, a killed
+//! holder process, replica acknowledgements (`WAIT`), a failover under a held lock, and a
+//! quorum of three independent clusters.
+//!
+//! Timings are asserted against the configured lease with margins of a second or more; the
+//! figures are printed (`--nocapture` shows them).
+
+use std::time::{Duration, Instant};
+
+use redlock_reentrant::{Error, LockClient, ReplicaAcks};
+use redlock_testkit::{eventually_async, HolderProcess, ShardedCluster};
+
+/// The watchdog lease of the clients here: renewed every second.
+const TIMEOUT: Duration = Duration::from_secs(3);
+/// A per-node timeout generous enough for a loaded machine.
+const NODE_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long past its lease a lock may take to free and be taken.
+const LATE: Duration = Duration::from_millis(1500);
+
+async fn client_of(members: Vec<String>) -> LockClient {
+    LockClient::builder()
+        .nodes(members)
+        .watchdog_timeout(TIMEOUT)
+        .node_timeout(NODE_TIMEOUT)
+        .build()
+        .await
+        .expect("client")
+}
+
+fn key_of(client: &LockClient, name: &str) -> String {
+    client.redlock().config().key_for(name)
+}
+
+/// How many subscribers `channel` has as a shard channel and as a plain channel, summed over
+/// the running servers.
+fn subscribers(cluster: &ShardedCluster, channel: &str) -> (i64, i64) {
+    let mut sharded = 0;
+    let mut plain = 0;
+    for node in cluster.nodes().iter().filter(|node| node.is_running()) {
+        let mut connection = node.connection();
+        let (_, count): (String, i64) = redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .arg(channel)
+            .query(&mut connection)
+            .expect("PUBSUB SHARDNUMSUB");
+        sharded += count;
+        let (_, count): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query(&mut connection)
+            .expect("PUBSUB NUMSUB");
+        plain += count;
+    }
+    (sharded, plain)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_member_locks_reentrantly_with_every_key_of_a_lock_in_its_slot() {
+    let cluster = ShardedCluster::start(3, 1);
+    let client = client_of(vec![cluster.url()]).await;
+    let rival = client_of(vec![cluster.url()]).await;
+    let lock = client.get_lock("invoice:7");
+    let key = key_of(&client, "invoice:7");
+    assert_eq!(key, "redlock:{invoice:7}", "the name is the hash tag");
+
+    lock.lock().await.expect("lock");
+    let first_token = lock.fencing_token().expect("token");
+    lock.lock().await.expect("nested lock");
+    assert_eq!(lock.hold_count().await.expect("count"), 2);
+    let master = cluster.master_of(&key);
+    let hash = cluster.hash_on(master, &key);
+    assert_eq!(hash.len(), 1, "one owner: {hash:?}");
+    assert_eq!(hash.values().next().map(String::as_str), Some("2"));
+    let counter_key = format!("{key}:fencing-counter");
+    let mut on_master = cluster.node(master).connection();
+    let counter: Option<u64> = redis::cmd("GET")
+        .arg(&counter_key)
+        .query(&mut on_master)
+        .expect("GET counter");
+    assert_eq!(
+        counter,
+        Some(first_token),
+        "the lock's own counter sits in its slot, on its master"
+    );
+    assert!(
+        !rival
+            .get_lock("invoice:7")
+            .try_lock(Duration::ZERO, None)
+            .await
+            .expect("rival asks"),
+        "held locks are refused to others"
+    );
+
+    // Locks on every shard at once: each script keeps to its lock's slot.
+    let names: Vec<String> = (0..12).map(|i| format!("order:{i}")).collect();
+    let masters: std::collections::HashSet<usize> = names
+        .iter()
+        .map(|name| cluster.master_of(&key_of(&client, name)))
+        .collect();
+    assert_eq!(masters.len(), 3, "the names spread over every shard");
+    for name in &names {
+        rival
+            .get_lock(name)
+            .lock()
+            .await
+            .expect("lock on its shard");
+    }
+    for name in &names {
+        rival
+            .get_lock(name)
+            .unlock()
+            .await
+            .expect("unlock on its shard");
+    }
+
+    lock.unlock().await.expect("inner unlock");
+    assert_eq!(lock.hold_count().await.expect("count"), 1);
+    lock.unlock().await.expect("outer unlock");
+    assert!(cluster.hash_on(master, &key).is_empty(), "released");
+    let next = rival.get_lock("invoice:7");
+    next.lock().await.expect("the next holder");
+    assert!(
+        next.fencing_token().expect("token") > first_token,
+        "tokens increase from holder to holder"
+    );
+    next.unlock().await.expect("unlock");
+    client.shutdown().await;
+    rival.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_a_waiter_through_the_locks_shard_channel() {
+    let cluster = ShardedCluster::start(3, 1);
+    handover_is_woken_by_the_release(&cluster, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_channels_wake_waiters_where_shard_channels_are_missing() {
+    // Servers without SPUBLISH and SSUBSCRIBE, as before Redis 7.
+    let cluster = ShardedCluster::start_with(
+        3,
+        1,
+        &[
+            "--rename-command",
+            "SPUBLISH",
+            "",
+            "--rename-command",
+            "SSUBSCRIBE",
+            "",
+        ],
+    );
+    handover_is_woken_by_the_release(&cluster, false).await;
+}
+
+/// A holder with a 60 s lease releases while another client waits: only the release message
+/// can wake the waiter long before its 30 s fallback.
+async fn handover_is_woken_by_the_release(cluster: &ShardedCluster, sharded: bool) {
+    let holder = client_of(vec![cluster.url()]).await;
+    let waiting = client_of(vec![cluster.url()]).await;
+    let held = holder.get_lock("handover");
+    held.lock_with_lease(Duration::from_secs(60))
+        .await
+        .expect("held");
+    let waiter = tokio::spawn({
+        let lock = waiting.get_lock("handover");
+        async move {
+            let got = lock.try_lock(Duration::from_secs(30), None).await;
+            let woke = Instant::now();
+            lock.unlock().await.expect("waiter unlocks");
+            (got, woke)
+        }
+    });
+    let channel = format!("{}:released", key_of(&holder, "handover"));
+    let expected = if sharded { (1, 0) } else { (0, 1) };
+    assert!(
+        eventually_async(Duration::from_secs(10), || subscribers(cluster, &channel)
+            == expected)
+        .await,
+        "the waiter subscribes ({} channel): {:?}",
+        if sharded { "shard" } else { "plain" },
+        subscribers(cluster, &channel)
+    );
+    let released = Instant::now();
+    held.unlock().await.expect("unlock");
+    let (got, woke) = waiter.await.expect("task");
+    assert!(got.expect("try_lock"), "the waiter takes the released lock");
+    let handover = woke - released;
+    eprintln!("cluster, sharded {sharded}: hand-over {handover:?} after the release");
+    assert!(
+        handover < Duration::from_secs(5),
+        "woken by the message, not the 30 s fallback: {handover:?}"
+    );
+    assert!(
+        eventually_async(Duration::from_secs(10), || subscribers(cluster, &channel)
+            == (0, 0))
+        .await,
+        "the last waiter's subscription is dropped"
+    );
+    holder.shutdown().await;
+    waiting.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_renews_a_cluster_lock_and_a_killed_holder_frees_it_within_its_lease() {
+    let cluster = ShardedCluster::start(3, 1);
+    let url = cluster.url();
+    let holder = HolderProcess::spawn(
+        env!("CARGO_BIN_EXE_holder"),
+        "cron",
+        TIMEOUT,
+        std::slice::from_ref(&url),
+    );
+    let client = client_of(vec![url]).await;
+    let lock = client.get_lock("cron");
+    let key = key_of(&client, "cron");
+    let master = cluster.master_of(&key);
+    let pttl = || -> i64 {
+        let mut connection = cluster.node(master).connection();
+        redis::cmd("PTTL")
+            .arg(&key)
+            .query(&mut connection)
+            .expect("PTTL")
+    };
+
+    // Renewed: across three leases, the key never runs low and nobody else gets it.
+    let started = Instant::now();
+    let mut lowest = i64::MAX;
+    while started.elapsed() < TIMEOUT * 3 {
+        let left = pttl();
+        assert!(
+            left > 0,
+            "the holder's key is gone after {:?}",
+            started.elapsed()
+        );
+        lowest = lowest.min(left);
+        assert!(
+            !lock.try_lock(Duration::ZERO, None).await.expect("asks"),
+            "taken from a living holder"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "lowest PTTL over {:?} of renewals: {lowest} ms",
+        TIMEOUT * 3
+    );
+    assert!(
+        lowest > 1000,
+        "renewed every {:?}: the PTTL stays above a third of the lease, got {lowest} ms",
+        TIMEOUT / 3
+    );
+
+    holder.kill();
+    let killed = Instant::now();
+    let guard = lock
+        .try_acquire(Duration::from_secs(10), None)
+        .await
+        .expect("try_acquire answers")
+        .expect("the lock frees once the killed holder's lease runs out");
+    let took = killed.elapsed();
+    println!("kill -> acquired in {took:?} (lease {TIMEOUT:?})");
+    assert!(took < TIMEOUT + LATE, "freed {took:?} after the kill");
+    assert!(
+        took > TIMEOUT / 3,
+        "free {took:?} after the kill, before the last renewal's lease could have run out"
+    );
+    assert!(guard.fencing_token() > holder.token());
+    guard.unlock().await.expect("unlock");
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_acknowledgements_refuse_a_write_no_replica_has() {
+    let cluster = ShardedCluster::start(3, 1);
+    let client = LockClient::builder()
+        .nodes([cluster.url()])
+        .watchdog_timeout(TIMEOUT)
+        .node_timeout(NODE_TIMEOUT)
+        .replica_acks(ReplicaAcks {
+            replicas: 1,
+            timeout: Duration::from_millis(200),
+        })
+        .build()
+        .await
+        .expect("client");
+    let lock = client.get_lock("confirmed");
+    let key = key_of(&client, "confirmed");
+    lock.lock().await.expect("confirmed by the replica");
+    lock.unlock().await.expect("unlock");
+
+    // Pause the shard's replica: the master still takes the write, but no replica acknowledges
+    // it, so the member does not count it, and the attempt is undone.
+    let master = cluster.master_of(&key);
+    let replica = replica_of(&cluster, master);
+    cluster.node(replica).stop();
+    let refused = lock.try_lock(Duration::ZERO, None).await;
+    cluster.node(replica).resume();
+    match refused {
+        Err(Error::NoQuorum { .. }) => {}
+        other => panic!("an unreplicated acquisition must not count: {other:?}"),
+    }
+    assert!(
+        eventually_async(Duration::from_secs(5), || cluster
+            .hash_on(master, &key)
+            .is_empty())
+        .await,
+        "the unconfirmed grant is undone"
+    );
+    lock.lock()
+        .await
+        .expect("confirmed again once the replica is back");
+    lock.unlock().await.expect("unlock");
+    client.shutdown().await;
+}
+
+/// The replica of `master` (a server whose `ROLE` names `master`'s port).
+fn replica_of(cluster: &ShardedCluster, master: usize) -> usize {
+    let port = i64::from(cluster.node(master).port());
+    (0..cluster.nodes().len())
+        .find(|&i| {
+            let mut connection = cluster.node(i).connection();
+            let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut connection).expect("ROLE");
+            matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"slave")
+                && matches!(role.get(2), Some(redis::Value::Int(p)) if *p == port)
+        })
+        .expect("every master has a replica")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_under_a_held_lock_never_makes_two_holders() {
+    let cluster = ShardedCluster::start(3, 1);
+    // A lease that outlasts the failover (node timeout 1.5 s, then an election).
+    let lease = Duration::from_secs(10);
+    let client = LockClient::builder()
+        .nodes([cluster.url()])
+        .watchdog_timeout(lease)
+        .node_timeout(NODE_TIMEOUT)
+        .build()
+        .await
+        .expect("client");
+    let rival = client_of(vec![cluster.url()]).await;
+    let guard = client.get_lock("migration").acquire().await.expect("held");
+    let key = key_of(&client, "migration");
+    let master = cluster.master_of(&key);
+    // A lock of another name on the same shard: it tells when the shard takes locks again.
+    let probe = (0..)
+        .map(|i| format!("probe:{i}"))
+        .find(|name| cluster.master_of(&key_of(&client, name)) == master)
+        .expect("some name hashes to that shard");
+
+    cluster.node(master).kill();
+    let killed = Instant::now();
+    let promoted = cluster.wait_for_failover(&key, master);
+    let failed_over = killed.elapsed();
+    let probe_lock = rival.get_lock(&probe);
+    let mut refused = 0;
+    while !probe_lock
+        .try_lock(Duration::ZERO, Some(Duration::from_secs(5)))
+        .await
+        .unwrap_or(false)
+    {
+        refused += 1;
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the shard never took locks again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let locking_again = killed.elapsed();
+    probe_lock.unlock().await.expect("probe unlock");
+
+    // The holder either kept its lock (the replica had it) or was told it lost it; never may
+    // the rival get it while the holder believes it holds it.
+    let rival_lock = rival.get_lock("migration");
+    let kept = !guard.is_lost() && !cluster.hash_on(promoted, &key).is_empty();
+    if kept {
+        assert!(
+            !rival_lock
+                .try_lock(Duration::ZERO, None)
+                .await
+                .unwrap_or(false),
+            "the rival took a lock its holder still has"
+        );
+        // Renewals reach the new master.
+        let mut connection = cluster.node(promoted).connection();
+        let ttl_after: i64 = redis::cmd("PTTL")
+            .arg(&key)
+            .query(&mut connection)
+            .expect("PTTL");
+        assert!(ttl_after > 0, "the promoted replica holds the renewed key");
+    } else {
+        let reason = tokio::time::timeout(lease, guard.lost())
+            .await
+            .expect("a holder whose key is gone is told");
+        println!("holder told: {reason:?}");
+    }
+    println!(
+        "failover: replica promoted {failed_over:?} after the kill, the shard took locks again \
+         {locking_again:?} after the kill ({refused} refusals); holder kept its lock: {kept}"
+    );
+    if kept {
+        guard.unlock().await.expect("unlock after the failover");
+    }
+    client.shutdown().await;
+    rival.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_clusters_make_one_quorum_that_outlives_one_of_them() {
+    // Three independent clusters, one vote each ("beyond one datacenter"), no replicas.
+    let clusters: Vec<ShardedCluster> = (0..3).map(|_| ShardedCluster::start(3, 0)).collect();
+    let members: Vec<String> = clusters.iter().map(ShardedCluster::url).collect();
+    let client = client_of(members.clone()).await;
+    let rival = client_of(members).await;
+    let lock = client.get_lock("ledger");
+    let key = key_of(&client, "ledger");
+    lock.lock().await.expect("lock on three clusters");
+    for cluster in &clusters {
+        let master = cluster.master_of(&key);
+        assert_eq!(
+            cluster.hash_on(master, &key).len(),
+            1,
+            "held on every member"
+        );
+    }
+    let first = lock.fencing_token().expect("token");
+    lock.unlock().await.expect("unlock");
+
+    // One whole member gone (its shard for the lock killed): a majority of two still decides.
+    let lost = clusters[0].master_of(&key);
+    clusters[0].node(lost).kill();
+    lock.lock()
+        .await
+        .expect("two members of three are a majority");
+    assert!(lock.fencing_token().expect("token") > first);
+    assert!(
+        !rival
+            .get_lock("ledger")
+            .try_lock(Duration::ZERO, None)
+            .await
+            .expect("asks"),
+        "one holder at a time"
+    );
+    lock.unlock().await.expect("unlock");
+    let next = rival.get_lock("ledger");
+    assert!(
+        next.try_lock(Duration::ZERO, None).await.expect("asks"),
+        "free again"
+    );
+    next.unlock().await.expect("unlock");
+    client.shutdown().await;
+    rival.shutdown().await;
+}
