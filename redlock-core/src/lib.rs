@@ -62,6 +62,7 @@ mod retry;
 #[doc(hidden)]
 pub mod sabotage;
 mod spawn_on_drop;
+pub mod telemetry;
 
 pub use applied::Applied;
 pub use cluster::is_cluster_url;

@@ -551,6 +551,7 @@ impl Link {
     }
 
     fn error(&self, kind: NodeErrorKind) -> NodeError {
+        crate::telemetry::node_error(&self.address, &kind);
         NodeError {
             index: self.index,
             address: self.address.clone(),

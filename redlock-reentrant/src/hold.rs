@@ -26,6 +26,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use redlock_core::telemetry::HoldClock;
+
 use redlock_watchdog::{LostReason, LostSignal, Registration};
 
 /// How the lease of one acquisition is kept.
@@ -60,6 +62,8 @@ pub(crate) struct Held {
     /// The request id of a release that did not reach a majority: its retry reuses it, so
     /// nodes that applied it answer as before instead of "not owner".
     pending_unlock: Option<String>,
+    /// Records how long the hold lasted when it ends (released, lost or shut down).
+    _clock: HoldClock,
 }
 
 /// A hold that was lost and is not unwound yet.
@@ -217,6 +221,7 @@ impl Hold {
             leases: vec![mode],
             registration,
             pending_unlock: None,
+            _clock: HoldClock::start(),
         };
         let grant = held.grant();
         *self = Hold::Held(held);

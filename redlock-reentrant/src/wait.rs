@@ -4,8 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redlock_core::telemetry::{self, AcquisitionOutcome, GaugeUnit};
 use redlock_core::Error;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::acquire::{attempt, Outcome};
 use crate::hold::{Grant, LeaseMode};
@@ -18,7 +20,32 @@ use crate::wakeup::Subscription;
 /// lease runs out, whichever comes first; after a split vote, a short jittered pause; once
 /// a release was heard and a majority still names a holder, a recheck that starts at a
 /// per-node timeout and doubles, until the next release restarts it.
+///
+/// Records the call's outcome and duration (`telemetry::ACQUISITIONS`, `WAIT_SECONDS`) when it
+/// ends; a call dropped before its end records nothing.
 pub(crate) async fn acquire_waiting(
+    inner: &Arc<Inner>,
+    target: &Target,
+    wait: Option<Duration>,
+    mode: LeaseMode,
+) -> Result<Option<Grant>, Error> {
+    let started = Instant::now();
+    let span = tracing::debug_span!("redlock.lock", lock = %target.name, wait = ?wait);
+    let outcome = wait_for_grant(inner, target, wait, mode)
+        .instrument(span)
+        .await;
+    let recorded = match &outcome {
+        Ok(Some(_)) => AcquisitionOutcome::Acquired,
+        Ok(None) | Err(Error::Contended { .. }) => AcquisitionOutcome::Contended,
+        Err(Error::NoQuorum { .. }) => AcquisitionOutcome::NoQuorum,
+        Err(Error::LockLost { .. }) => AcquisitionOutcome::Lost,
+        Err(_) => AcquisitionOutcome::Error,
+    };
+    telemetry::acquisition(recorded, started.elapsed());
+    outcome
+}
+
+async fn wait_for_grant(
     inner: &Arc<Inner>,
     target: &Target,
     wait: Option<Duration>,
@@ -92,6 +119,7 @@ pub(crate) async fn acquire_waiting(
         if waiting.subscription.is_none() {
             drop(notified);
             waiting.subscription = Some(inner.wakeups.subscribe(target.channel()).await);
+            waiting.counted = Some(GaugeUnit::new(telemetry::WAITERS));
             continue; // try again now that releases reach us
         }
         let fallback = [fallback, left()].into_iter().flatten().min();
@@ -123,6 +151,8 @@ pub(crate) async fn acquire_waiting(
 struct Waiting {
     subscription: Option<Subscription>,
     owes_wakeup: bool,
+    /// This task in the waiters gauge, from its subscription on.
+    counted: Option<GaugeUnit>,
 }
 
 impl Drop for Waiting {

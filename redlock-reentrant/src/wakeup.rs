@@ -18,6 +18,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use redlock_core::redis::aio::{PubSubSink, PubSubStream};
 use redlock_core::redis::Msg;
+use redlock_core::telemetry::{self, GaugeUnit};
 use redlock_core::{Endpoint, NodeAddress, NodeSet};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
@@ -51,6 +52,8 @@ struct Shared {
 }
 
 struct ChannelState {
+    /// The channel in the subscriptions gauge while local waiters want it.
+    _counted: GaugeUnit,
     notify: Arc<Notify>,
     waiters: usize,
     /// The last release announced, and when its first copy came (the copies other nodes
@@ -64,6 +67,7 @@ struct ChannelState {
 impl ChannelState {
     fn new(nodes: usize) -> Self {
         Self {
+            _counted: GaugeUnit::new(telemetry::SUBSCRIPTIONS),
             notify: Arc::new(Notify::new()),
             waiters: 0,
             last_release: None,

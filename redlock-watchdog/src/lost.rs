@@ -53,6 +53,7 @@ impl LostSignal {
     pub fn fire(&self, reason: LostReason) -> bool {
         let first = self.inner.reason.set(reason).is_ok();
         if first {
+            redlock_core::telemetry::lost(reason);
             self.inner.token.cancel();
         }
         first

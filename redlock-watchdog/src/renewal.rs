@@ -185,12 +185,14 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
                 }
                 _ => {
                     healthy = false;
+                    redlock_core::telemetry::renewal_failed();
                     tracing::debug!(key = %hold.key, confirmed, denied, "renewal not confirmed by a majority; retrying soon");
                 }
             }
         }
     }
     shared.counters.round(batches.len(), renewed);
+    redlock_core::telemetry::renewed(renewed);
     (healthy, sent)
 }
 
