@@ -6,6 +6,7 @@ use std::time::Duration;
 use redlock_core::{Error, Readiness, Redlock, RedlockConfig, ReplicaAcks, RetryPolicy};
 use redlock_watchdog::{Watchdog, WatchdogConfig};
 
+use crate::config::{ConfigError, LockClientConfig};
 use crate::inner::Inner;
 use crate::owner::OwnerSource;
 use crate::wakeup::Wakeups;
@@ -225,6 +226,44 @@ impl LockClientBuilder {
     pub fn replica_acks(mut self, acks: ReplicaAcks) -> Self {
         self.redlock.replica_acks = Some(acks);
         self
+    }
+
+    /// A builder configured from `REDLOCK_*` environment variables (see
+    /// [`LockClientConfig::from_env`] for the list): `REDLOCK_NODES`,
+    /// `REDLOCK_WATCHDOG_TIMEOUT`, `REDLOCK_KEY_PREFIX`, `REDLOCK_NODE_TIMEOUT`,
+    /// `REDLOCK_RETRIES`... Methods called on it afterwards override what the environment said.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the variable that is missing (`REDLOCK_NODES`) or cannot work.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// // REDLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 REDLOCK_WATCHDOG_TIMEOUT=20s
+    /// let client = redlock_reentrant::LockClientBuilder::from_env()?.build().await?;
+    /// # let _ = client;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_env() -> Result<Self, ConfigError> {
+        LockClientConfig::from_env()?.into_env_builder()
+    }
+
+    /// [`LockClientBuilder::from_env`] over any source of `REDLOCK_*` variables (a map, a
+    /// secrets store); errors name the variables.
+    ///
+    /// # Errors
+    ///
+    /// As [`LockClientBuilder::from_env`].
+    ///
+    /// ```
+    /// use redlock_reentrant::{ConfigError, LockClientBuilder};
+    /// let err = LockClientBuilder::from_lookup(|_| None).unwrap_err();
+    /// assert_eq!(err, ConfigError::Missing { setting: "REDLOCK_NODES".into() });
+    /// ```
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        LockClientConfig::from_lookup(lookup)?.into_env_builder()
     }
 
     /// The quorum core's whole configuration at once.

@@ -52,7 +52,9 @@
 
 mod acquire;
 mod client;
+mod config;
 mod consensus;
+mod env;
 mod fencing;
 mod fencing_stats;
 mod guard;
@@ -71,6 +73,7 @@ mod wait;
 mod wakeup;
 
 pub use client::{LockClient, LockClientBuilder};
+pub use config::{ConfigError, LockClientConfig, ReplicaAcksConfig, RetryConfig};
 pub use fencing_stats::FencingStats;
 pub use guard::LockGuard;
 pub use inner::FENCE_COUNTER;
@@ -81,9 +84,10 @@ pub use rlock::RLock;
 /// The errors of every lock of the workspace: one type, defined by the quorum core.
 pub use redlock_core::Error;
 pub use redlock_core::{
-    deadpool_redis, quorum, redis, Backoff, ConnectError, FanOut, InvalidArgument, Lease,
-    LockScript, LostReason, NodeAddress, NodeError, NodeErrorKind, NodeSet, NodeStatus, OwnerToken,
-    Readiness, Redlock, RedlockConfig, ReplicaAcks, RetryPolicy, ScriptCall,
+    deadpool_redis, is_cluster_url, quorum, redis, telemetry, Backoff, ConnectError, FanOut,
+    InvalidArgument, Lease, LockScript, LostReason, NodeAddress, NodeError, NodeErrorKind, NodeSet,
+    NodeStatus, OwnerToken, Readiness, Redlock, RedlockConfig, ReplicaAcks, RetryPolicy,
+    ScriptCall,
 };
 pub use redlock_watchdog::{
     LostSignal, Registration, RenewScript, RenewedLease, Watchdog, WatchdogConfig, WatchdogStats,
