@@ -23,9 +23,11 @@ const SEED_PARAMETER: &str = "addr";
 /// ```
 pub fn is_cluster_url(url: &str) -> bool {
     CLUSTER_SCHEMES.iter().any(|(scheme, _)| {
-        url.len() > scheme.len()
-            && url[..scheme.len()].eq_ignore_ascii_case(scheme)
-            && url[scheme.len()..].starts_with("://")
+        url.get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+            && url
+                .get(scheme.len()..)
+                .is_some_and(|rest| rest.starts_with("://"))
     })
 }
 
@@ -50,20 +52,22 @@ pub(crate) fn seeds(url: &str) -> Result<Vec<String>, String> {
         return Err("a cluster has one database: no /db path".to_owned());
     }
     let mut addresses = vec![(host.to_owned(), parsed.port().unwrap_or(6379))];
-    for (key, value) in parsed.query_pairs() {
+    // Seed values are never echoed: one could hold credentials by mistake.
+    for (position, (key, value)) in parsed.query_pairs().enumerate() {
+        let seed = position + 1;
         if key != SEED_PARAMETER {
             return Err(format!(
-                "unknown parameter `{key}` (only `{SEED_PARAMETER}=host:port`)"
+                "unknown parameter {seed} (only `{SEED_PARAMETER}=host:port`)"
             ));
         }
         let (host, port) = value
             .rsplit_once(':')
-            .ok_or_else(|| format!("`{SEED_PARAMETER}={value}` is not host:port"))?;
-        let port: u16 = port
-            .parse()
-            .map_err(|_| format!("`{SEED_PARAMETER}={value}`: bad port"))?;
-        if host.is_empty() {
-            return Err(format!("`{SEED_PARAMETER}={value}`: no host"));
+            .ok_or_else(|| format!("seed {seed} is not host:port"))?;
+        let port: u16 = port.parse().map_err(|_| format!("seed {seed}: bad port"))?;
+        if host.is_empty() || host.contains('@') {
+            return Err(format!(
+                "seed {seed}: not a host (credentials go before the first host)"
+            ));
         }
         addresses.push((host.to_owned(), port));
     }
@@ -150,6 +154,7 @@ mod tests {
         for (url, reason) in [
             ("redis+cluster://:pw@h:1/2", "database"),
             ("redis+cluster://:pw@h:1?db=2", "unknown parameter"),
+            ("redis+cluster://h:1?addr=u:pw@h2:3", "not a host"),
             ("redis+cluster://:pw@h:1?addr=h2", "host:port"),
             ("redis+cluster://:pw@h:1?addr=h2:x", "bad port"),
             ("redis://:pw@h:1", "not a cluster URL"),
@@ -160,5 +165,9 @@ mod tests {
         }
         assert!(is_cluster_url("REDIS+CLUSTER://h:1"));
         assert!(!is_cluster_url("redis+cluster"));
+        assert!(
+            !is_cluster_url("redis+clusteé://h:1"),
+            "no panic inside a character"
+        );
     }
 }

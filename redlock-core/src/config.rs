@@ -183,6 +183,12 @@ impl RedlockConfig {
         if lease.is_zero() {
             return Err(InvalidArgument::ZeroLease);
         }
+        if name.starts_with('}') && self.has_cluster_member() {
+            // `{prefix}{}...}`: an empty hash tag, so the lock's keys would not share a slot.
+            return Err(InvalidArgument::EmptyHashTag {
+                name: name.to_owned(),
+            });
+        }
         if lease > LONGEST_LEASE {
             return Err(InvalidArgument::LeaseTooLong { lease });
         }

@@ -185,6 +185,13 @@ pub enum InvalidArgument {
         /// The prefix.
         prefix: String,
     },
+    /// With a Redis Cluster member, a lock name starting with `}` would leave its keys an empty
+    /// hash tag, spread over several slots.
+    #[error("invalid argument: the lock name `{name}` starts with `}}`, which a Redis Cluster member cannot take (the name is its keys' hash tag)")]
+    EmptyHashTag {
+        /// The name.
+        name: String,
+    },
     /// Replica acknowledgements (`WAIT`) were asked for with a zero timeout, which would wait
     /// forever, or from no replica.
     #[error("invalid argument: replica acknowledgements need at least one replica and a timeout above zero")]

@@ -114,10 +114,20 @@ impl Sender {
                         RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
                     connection.route_command(cmd.clone(), routing).await
                 }
+                // A probe asks one node, not every one: a shard without a master (during a
+                // failover) must not keep the member's healthy shards from being asked.
+                None if is_ping(cmd) => {
+                    let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                    connection.route_command(cmd.clone(), routing).await
+                }
                 None => connection.req_packed_command(cmd).await,
             },
         }
     }
+}
+
+fn is_ping(cmd: &Cmd) -> bool {
+    matches!(cmd.args_iter().next(), Some(redis::Arg::Simple(verb)) if verb.eq_ignore_ascii_case(b"PING"))
 }
 
 /// What requests to the node share, also from tasks that outlive the caller.
@@ -182,6 +192,8 @@ struct State {
 /// A request queued while the node connects (`None`: only waiting for the connection).
 struct Waiting {
     request: Option<Request>,
+    /// The request's per-node timeout (it bounds a replicated write's `WAIT`).
+    timeout: Duration,
     done: oneshot::Sender<Result<Option<Queued>, Arc<ConnectError>>>,
 }
 
@@ -305,6 +317,14 @@ impl Node {
         options: &NodeOptions,
     ) -> Result<Self, InvalidArgument> {
         let address = NodeAddress::redact(url);
+        #[cfg(feature = "tls-rustls")]
+        if url.starts_with("rediss") {
+            // rustls picks a process-wide crypto provider from its crate features, and panics at
+            // the first TLS connection when a build enables two (`ring` here, `aws-lc-rs` from
+            // another crate). Installing ours first settles it; a provider the service installed
+            // before stays.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let unusable = |reason: String| InvalidArgument::NodeUrl {
             index,
             address: address.clone(),
@@ -461,7 +481,7 @@ impl Node {
         async move {
             let reply = {
                 let link = Arc::clone(&link);
-                async move { link.finish(placed, request).await }
+                async move { link.finish(placed, request, timeout).await }
             };
             if keep_until <= deadline {
                 return match tokio::time::timeout_at(deadline, reply).await {
@@ -595,13 +615,14 @@ impl Link {
             }
             if state.connection.is_some() {
                 let placed = match request {
-                    Some(request) => Placed::Queued(queue(self, &mut state, request)),
+                    Some(request) => Placed::Queued(queue(self, &mut state, request, timeout)),
                     None => Placed::Connected,
                 };
                 return (placed, deadline, keep_until);
             }
             state.waiting.push_back(Waiting {
                 request: request.cloned(),
+                timeout,
                 done,
             });
             if state.connecting {
@@ -640,7 +661,12 @@ impl Link {
     /// again by source only if nothing was queued after it: a resent request must never land
     /// after a later one (a release overtaken by its own retry, say). Otherwise the `NOSCRIPT`
     /// is the answer: the request did not run.
-    async fn finish(&self, placed: Placed, request: Request) -> Result<Value, NodeErrorKind> {
+    async fn finish(
+        &self,
+        placed: Placed,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Value, NodeErrorKind> {
         let queued = match placed {
             Placed::Queued(queued) => queued,
             Placed::Waiting(done) => self.connected(done).await?.ok_or(NodeErrorKind::NotAsked)?,
@@ -648,7 +674,13 @@ impl Link {
         };
         let (sequence, generation, script) = (queued.sequence, queued.generation, queued.script);
         let confirmation = queued.confirmation;
-        let outcome = self.finish_script(queued.reply, sequence, generation, script, &request);
+        let outcome = self.finish_script(
+            queued.reply,
+            (sequence, generation),
+            script,
+            &request,
+            timeout,
+        );
         let (value, resent) = outcome.await?;
         // A script sent again has a `WAIT` of its own after it; the first one confirmed nothing.
         match resent.or(confirmation) {
@@ -682,10 +714,10 @@ impl Link {
     async fn finish_script(
         &self,
         reply: Reply,
-        sequence: u64,
-        generation: u64,
+        (sequence, generation): (u64, u64),
         script: Option<(&'static str, bool)>,
         request: &Request,
+        timeout: Duration,
     ) -> Result<(Value, Option<Confirmation>), NodeErrorKind> {
         match self.settle(reply.await, generation) {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
@@ -701,7 +733,7 @@ impl Link {
                         Request::Script(script) if last => {
                             let variant = script.variant(self.cluster);
                             let resent = queue_cmd(&mut state, variant.eval(), None, script.slot);
-                            let confirmation = queue_wait(self, &mut state, script);
+                            let confirmation = queue_wait(self, &mut state, script, timeout);
                             Some((resent, confirmation))
                         }
                         _ => None,
@@ -742,7 +774,9 @@ impl Link {
                     || err.is_unrecoverable_error() =>
             {
                 let mut state = self.state();
-                if state.generation == generation {
+                // A cluster connection is kept: it reconnects each shard itself, and a new one
+                // could overtake requests the old one has not sent yet to healthy shards.
+                if state.generation == generation && !self.cluster {
                     // Back to the pool: its health check discards it.
                     state.connection = None;
                     state.cached_scripts.clear();
@@ -763,18 +797,21 @@ impl Link {
 
 /// Queues `request` on the connection (which must be there), and right after a replicated
 /// write, the `WAIT` that confirms it.
-fn queue(link: &Link, state: &mut State, request: &Request) -> Queued {
+fn queue(link: &Link, state: &mut State, request: &Request, timeout: Duration) -> Queued {
     match request {
         Request::Script(script) => {
             let variant = script.variant(link.cluster);
-            let by_sha = !script.by_source && state.cached_scripts.contains(variant.sha);
+            // A cluster member's shards each cache scripts of their own: `EVAL` always there
+            // (an `EVALSHA` to a shard that never ran the script would come back `NOSCRIPT`).
+            let by_sha =
+                !link.cluster && !script.by_source && state.cached_scripts.contains(variant.sha);
             let mut queued = if by_sha {
                 let evalsha = Arc::clone(&variant.evalsha);
                 queue_cmd(state, evalsha, Some((variant.sha, true)), None)
             } else {
                 queue_cmd(state, variant.eval(), Some((variant.sha, false)), None)
             };
-            queued.confirmation = queue_wait(link, state, script);
+            queued.confirmation = queue_wait(link, state, script, timeout);
             queued
         }
         Request::Command(cmd) => queue_cmd(state, Arc::clone(cmd), None, None),
@@ -784,10 +821,23 @@ fn queue(link: &Link, state: &mut State, request: &Request) -> Queued {
 /// Queues the `WAIT` that confirms a replicated write just queued, when the node asks for
 /// replica acknowledgements. It is part of the write's request: a resend after `NOSCRIPT` is
 /// safe when nothing but its `WAIT` came after it.
-fn queue_wait(link: &Link, state: &mut State, script: &PreparedScript) -> Option<Confirmation> {
+///
+/// `WAIT` blocks the connection it runs on (every request of this client to that node or
+/// shard waits behind it), so it may take at most half the request's own timeout, whatever the
+/// configured one.
+fn queue_wait(
+    link: &Link,
+    state: &mut State,
+    script: &PreparedScript,
+    request_timeout: Duration,
+) -> Option<Confirmation> {
     let acks = link.replica_acks.filter(|_| script.replicated)?;
+    let capped = ReplicaAcks {
+        timeout: acks.timeout.min(request_timeout / 2),
+        ..acks
+    };
     let mut wait = redis::cmd("WAIT");
-    wait.arg(acks.replicas).arg(acks.timeout_millis());
+    wait.arg(acks.replicas).arg(capped.timeout_millis());
     let queued = queue_cmd(state, Arc::new(wait), None, script.slot);
     state.queued -= 1;
     Some((queued.reply, acks.replicas))
@@ -890,7 +940,7 @@ impl ConnectAttempt {
                     let queued = waiting
                         .request
                         .as_ref()
-                        .map(|request| queue(&self.link, &mut state, request));
+                        .map(|request| queue(&self.link, &mut state, request, waiting.timeout));
                     let _ = waiting.done.send(Ok(queued));
                 }
             }

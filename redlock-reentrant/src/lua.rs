@@ -26,8 +26,18 @@ macro_rules! announcing {
     };
 }
 
-/// Takes or re-enters a lock on one node (`lua/acquire.lua`).
-pub(crate) static ACQUIRE: LockScript = LockScript::new(include_str!("lua/acquire.lua"));
+/// Takes or re-enters a lock on one node (`lua/acquire.lua`); on Redis Cluster members, with a
+/// fencing candidate of at least the clock at every new hold (`lua/fencing_from_clock.lua`).
+pub(crate) static ACQUIRE: LockScript = LockScript::new(concat!(
+    include_str!("lua/fencing_from_counter.lua"),
+    include_str!("lua/acquire.lua")
+))
+.on_cluster(&ACQUIRE_ON_CLUSTER);
+
+static ACQUIRE_ON_CLUSTER: LockScript = LockScript::new(concat!(
+    include_str!("lua/fencing_from_clock.lua"),
+    include_str!("lua/acquire.lua")
+));
 
 /// A node's answer to [`ACQUIRE`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -63,7 +63,7 @@ impl OwedRelease {
 
     /// Releases one acquisition; returns how many are left. Once it has the hold, the release
     /// is its own: dropping this future then completes it in a spawned task.
-    #[tracing::instrument(name = "redlock.unlock", skip_all, fields(lock = %self.target.name))]
+    #[tracing::instrument(name = "redlock.unlock", level = "debug", skip_all, fields(lock = %self.target.name))]
     pub(crate) async fn pay(&mut self, on_no_quorum: OnNoQuorum) -> Result<u32, Error> {
         if !self.owed {
             return Err(Error::NotOwner {

@@ -77,6 +77,11 @@ impl RedisCluster {
         Ok(Self { nodes })
     }
 
+    /// Servers started elsewhere (in cluster mode, say), killed on drop like the others.
+    pub(crate) fn from_nodes(nodes: Vec<RedisServer>) -> Self {
+        Self { nodes }
+    }
+
     /// The nodes' URLs, `redis://127.0.0.1:PORT`, in node order.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()

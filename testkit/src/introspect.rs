@@ -90,6 +90,21 @@ pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
     count
 }
 
+/// How many clients are subscribed to the shard channel `channel` on the server (`PUBSUB
+/// SHARDNUMSUB`, Redis 7): the sharded twin of [`subscribers`].
+///
+/// # Panics
+///
+/// If the server does not answer.
+pub fn shard_subscribers(server: &RedisServer, channel: &str) -> i64 {
+    let (_, count): (String, i64) = redis::cmd("PUBSUB")
+        .arg("SHARDNUMSUB")
+        .arg(channel)
+        .query(&mut server.connection())
+        .unwrap_or_else(|e| panic!("PUBSUB SHARDNUMSUB on port {}: {e}", server.port()));
+    count
+}
+
 /// Closes every pub/sub connection of the server (`CLIENT KILL TYPE pubsub`); returns how
 /// many it closed.
 ///

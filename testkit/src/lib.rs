@@ -76,7 +76,7 @@ pub use history::History;
 pub use holder::HolderProcess;
 pub use introspect::{
     client_connections, command_calls, kill_pubsub_clients, parse_commandstats, pubsub_clients,
-    reset_command_stats, subscribers,
+    reset_command_stats, shard_subscribers, subscribers,
 };
 pub use monitor::Monitor;
 pub use nemesis::{FaultKind, Nemesis};

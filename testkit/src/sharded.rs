@@ -5,6 +5,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::cluster::RedisCluster;
 use crate::error::HarnessError;
 use crate::server::RedisServer;
 
@@ -230,6 +231,56 @@ impl ShardedCluster {
             thread::sleep(Duration::from_millis(50));
         }
         Ok(())
+    }
+}
+
+impl RedisCluster {
+    /// `n` independent servers in cluster mode, each a Redis Cluster of one shard serving every
+    /// slot: quorum members reached as `redis+cluster://` ([`RedisCluster::cluster_urls`]), with
+    /// every per-node fault of [`RedisCluster`] (a restarted server keeps its slots: its
+    /// cluster configuration file stays).
+    ///
+    /// # Panics
+    ///
+    /// If a server cannot start or its cluster does not come up within 30 s.
+    pub fn start_single_shard_clusters(n: usize) -> Self {
+        let started: Result<Vec<RedisServer>, HarnessError> = thread::scope(|scope| {
+            let handles: Vec<_> = (0..n).map(|_| scope.spawn(|| cluster_node(&[]))).collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+        let nodes = started.unwrap_or_else(|err| panic!("a cluster-mode server: {err}"));
+        for node in &nodes {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(0)
+                .arg(16383)
+                .query(&mut node.connection())
+                .unwrap_or_else(|err| panic!("CLUSTER ADDSLOTSRANGE: {err}"));
+        }
+        let start = Instant::now();
+        while !nodes.iter().all(cluster_ok) {
+            assert!(
+                start.elapsed() < SETTLE_TIMEOUT,
+                "single-shard clusters not ok after {SETTLE_TIMEOUT:?}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        RedisCluster::from_nodes(nodes)
+    }
+
+    /// Each server as a cluster member: `redis+cluster://127.0.0.1:PORT`.
+    pub fn cluster_urls(&self) -> Vec<String> {
+        self.ports()
+            .into_iter()
+            .map(|port| format!("redis+cluster://127.0.0.1:{port}"))
+            .collect()
     }
 }
 

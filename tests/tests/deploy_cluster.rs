@@ -10,7 +10,10 @@
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{Error, LockClient, ReplicaAcks};
-use redlock_testkit::{eventually_async, HolderProcess, ShardedCluster};
+use redlock_testkit::{
+    eventually_async, shard_subscribers, subscribers as plain_subscribers, HolderProcess,
+    ShardedCluster,
+};
 
 /// The watchdog lease of the clients here: renewed every second.
 const TIMEOUT: Duration = Duration::from_secs(3);
@@ -36,24 +39,17 @@ fn key_of(client: &LockClient, name: &str) -> String {
 /// How many subscribers `channel` has as a shard channel and as a plain channel, summed over
 /// the running servers.
 fn subscribers(cluster: &ShardedCluster, channel: &str) -> (i64, i64) {
-    let mut sharded = 0;
-    let mut plain = 0;
-    for node in cluster.nodes().iter().filter(|node| node.is_running()) {
-        let mut connection = node.connection();
-        let (_, count): (String, i64) = redis::cmd("PUBSUB")
-            .arg("SHARDNUMSUB")
-            .arg(channel)
-            .query(&mut connection)
-            .expect("PUBSUB SHARDNUMSUB");
-        sharded += count;
-        let (_, count): (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(channel)
-            .query(&mut connection)
-            .expect("PUBSUB NUMSUB");
-        plain += count;
-    }
-    (sharded, plain)
+    cluster
+        .nodes()
+        .iter()
+        .filter(|node| node.is_running())
+        .map(|node| {
+            (
+                shard_subscribers(node, channel),
+                plain_subscribers(node, channel),
+            )
+        })
+        .fold((0, 0), |(s, p), (ds, dp)| (s + ds, p + dp))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -382,13 +378,19 @@ async fn a_failover_under_a_held_lock_never_makes_two_holders() {
                 .unwrap_or(false),
             "the rival took a lock its holder still has"
         );
-        // Renewals reach the new master.
-        let mut connection = cluster.node(promoted).connection();
-        let ttl_after: i64 = redis::cmd("PTTL")
-            .arg(&key)
-            .query(&mut connection)
-            .expect("PTTL");
-        assert!(ttl_after > 0, "the promoted replica holds the renewed key");
+        // Renewals reach the new master: its PTTL rises again within two renewal intervals.
+        let pttl = || -> i64 {
+            redis::cmd("PTTL")
+                .arg(&key)
+                .query(&mut cluster.node(promoted).connection())
+                .expect("PTTL")
+        };
+        let before = pttl();
+        assert!(before > 0, "the promoted replica holds the key");
+        assert!(
+            eventually_async(lease * 2 / 3 + Duration::from_secs(1), || pttl() > before).await,
+            "a renewal reached the promoted master (PTTL {before} ms never rose)"
+        );
     } else {
         let reason = tokio::time::timeout(lease, guard.lost())
             .await
@@ -404,6 +406,149 @@ async fn a_failover_under_a_held_lock_never_makes_two_holders() {
     }
     client.shutdown().await;
     rival.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_that_loses_the_grant_tells_the_holder_and_tokens_still_increase() {
+    // The replication caveat, provoked: the shard's replica is paused, and 32 MB written to the
+    // shard first fill the replication socket, so the grant after them is still in the master's
+    // output buffer when the master is killed: the promoted replica never has it.
+    let cluster = ShardedCluster::start(3, 1);
+    let lease = Duration::from_secs(10);
+    let client = LockClient::builder()
+        .nodes([cluster.url()])
+        .watchdog_timeout(lease)
+        .node_timeout(NODE_TIMEOUT)
+        .build()
+        .await
+        .expect("client");
+    let rival = client_of(vec![cluster.url()]).await;
+    let key = key_of(&client, "lost-write");
+    let master = cluster.master_of(&key);
+    let replica = replica_of(&cluster, master);
+    // An earlier hold leaves the lock's fencing counter on both, so the failover brings back an
+    // older counter, not a missing one (which the clock start would cover anyway).
+    let earlier = client.get_lock("lost-write");
+    earlier.lock().await.expect("an earlier hold");
+    earlier.unlock().await.expect("unlock");
+    let counter_key = format!("{key}:fencing-counter");
+    let counter_on = |node: usize| -> Option<u64> {
+        let mut connection = cluster.node(node).connection();
+        let _: () = redis::cmd("READONLY")
+            .query(&mut connection)
+            .expect("READONLY");
+        redis::cmd("GET")
+            .arg(&counter_key)
+            .query(&mut connection)
+            .expect("GET counter")
+    };
+    assert!(
+        eventually_async(Duration::from_secs(5), || counter_on(replica).is_some()
+            && counter_on(replica) == counter_on(master))
+        .await,
+        "the replica has the counter"
+    );
+    cluster.node(replica).stop();
+    let _: () = redis::cmd("SET")
+        .arg(format!("{key}:ballast"))
+        .arg(vec![b'x'; 32 << 20])
+        .query(&mut cluster.node(master).connection())
+        .expect("SET the ballast");
+    let guard = client.get_lock("lost-write").acquire().await.expect("held");
+    let held_token = guard.fencing_token();
+    cluster.node(master).kill();
+    let killed = Instant::now();
+    cluster.node(replica).resume();
+    let promoted = cluster.wait_for_failover(&key, master);
+    assert!(
+        cluster.hash_on(promoted, &key).is_empty(),
+        "the promoted replica never had the grant"
+    );
+    assert!(
+        counter_on(promoted) < Some(held_token),
+        "the promoted replica's counter is older than the lost holder's token"
+    );
+    // The window the caveat describes: the rival can take the lock while the holder has not
+    // heard yet. Its token is still above the holder's: the counter came back older, and
+    // cluster members take the clock at every new hold.
+    let rival_lock = rival.get_lock("lost-write");
+    let mut taken = false;
+    while !taken {
+        taken = rival_lock
+            .try_lock(Duration::ZERO, Some(Duration::from_secs(30)))
+            .await
+            .unwrap_or(false);
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the shard never took locks again"
+        );
+    }
+    let rival_token = rival_lock.fencing_token().expect("token");
+    assert!(
+        rival_token > held_token,
+        "tokens increase across a failover that lost the counter's last write: {rival_token} after {held_token}"
+    );
+    let reason = tokio::time::timeout(lease, guard.lost())
+        .await
+        .expect("the holder is told at its next renewal");
+    assert_eq!(reason, redlock_reentrant::LostReason::NotOwner);
+    println!(
+        "lost write: holder told {reason:?} {:?} after the kill (renewal interval {:?})",
+        killed.elapsed(),
+        lease / 3
+    );
+    rival_lock.unlock().await.expect("unlock");
+    client.shutdown().await;
+    rival.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_of_standalone_masters_and_a_cluster_locks_and_wakes_waiters() {
+    let masters = redlock_testkit::RedisCluster::start(2);
+    let cluster = ShardedCluster::start(3, 0);
+    let mut members = masters.urls();
+    members.push(cluster.url());
+    let holder = client_of(members.clone()).await;
+    let waiting = client_of(members).await;
+    let key = key_of(&holder, "mixed");
+    assert_eq!(key, "redlock:{mixed}", "hash-tagged on every member");
+    let lock = holder.get_lock("mixed");
+    lock.lock().await.expect("lock");
+    lock.lock().await.expect("nested");
+    assert_eq!(
+        masters.count_keys(&key) + cluster.hash_on(cluster.master_of(&key), &key).len(),
+        3,
+        "held on all three members"
+    );
+    let waiter = tokio::spawn({
+        let lock = waiting.get_lock("mixed");
+        async move {
+            let got = lock.try_lock(Duration::from_secs(30), None).await;
+            let woke = Instant::now();
+            lock.unlock().await.expect("waiter unlocks");
+            (got, woke)
+        }
+    });
+    assert!(
+        eventually_async(Duration::from_secs(10), || waiting.watched_channels() == 1).await,
+        "the waiter subscribes"
+    );
+    lock.unlock().await.expect("inner");
+    let released = Instant::now();
+    lock.unlock().await.expect("outer");
+    let (got, woke) = waiter.await.expect("task");
+    assert!(got.expect("try_lock"), "the waiter takes it");
+    assert!(
+        woke - released < Duration::from_secs(5),
+        "woken by a release message, not the 30 s fallback"
+    );
+    masters.kill(0);
+    lock.lock()
+        .await
+        .expect("one standalone master and the cluster are a majority");
+    lock.unlock().await.expect("unlock");
+    holder.shutdown().await;
+    waiting.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

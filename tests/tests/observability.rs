@@ -246,13 +246,13 @@ async fn every_documented_metric_moves_when_what_it_counts_happens() {
         recorded.value("redlock_acquisitions_total", &["outcome=no_quorum"]),
         1.0
     );
-    let paused = cluster.node(0).port().to_string();
+    let paused = format!("node={}", cluster.node(0).url());
     assert!(recorded.value("redlock_node_errors_total", &["kind=timeout", &paused]) >= 1.0);
     while quorum.unlock().await.is_ok() {}
 
     // A killed master: its broken connection, then refused connections.
     cluster.kill(2);
-    let killed = cluster.node(2).port().to_string();
+    let killed = format!("node={}", cluster.node(2).url());
     for _ in 0..2 {
         let lock = holder.get_lock("metrics:killed");
         if lock.lock().await.is_ok() {

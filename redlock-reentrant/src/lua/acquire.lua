@@ -18,15 +18,20 @@
 -- for, so that every node granting the same hold tends to give the same candidate (and the
 -- token needs no write-back). A node without a counter (new, or restarted empty) starts from
 -- its clock in microseconds, so it never hands out a token below the ones it gave before it
--- lost the counter (see docs/fencing.md).
+-- lost the counter (see docs/fencing.md). `CLOCK_EVERY_HOLD` (set by the prelude: true on
+-- Redis Cluster members) takes the clock at every new hold, because a failover can bring back
+-- an older counter rather than none.
 local function new_hold()
     redis.call('hset', KEYS[1], ARGV[1], 1)
     redis.call('pexpire', KEYS[1], ARGV[2])
     local counter = redis.call('incr', KEYS[2])
     local candidate = counter
-    if counter == 1 then
+    if counter == 1 or CLOCK_EVERY_HOLD then
         local now = redis.call('time')
-        candidate = tonumber(now[1] .. string.format('%06d', tonumber(now[2])))
+        local clock = tonumber(now[1] .. string.format('%06d', tonumber(now[2])))
+        if clock > candidate then
+            candidate = clock
+        end
     end
     -- A hint is followed only below 2^53, where Lua's numbers are exact integers.
     local wanted = tonumber(ARGV[4])

@@ -17,6 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{backoff, dispatch, Ended, NodeTask};
 
+/// A connection that served this long before it broke was healthy: the next one is made at
+/// once.
+const STEADY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How a member's servers take subscriptions.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Channels {
@@ -70,7 +74,7 @@ impl NodeTask {
                     continue;
                 }
             };
-            failures = 0;
+            let served = tokio::time::Instant::now();
             let ended = self
                 .serve_cluster(connection, received, &mut channels, &closed)
                 .await;
@@ -80,6 +84,18 @@ impl NodeTask {
                 Ended::Broken => {
                     tracing::debug!(node = %self.address, "cluster pub/sub connection lost; reconnecting");
                 }
+            }
+            // A connection that broke at once (a shard without a master, mid-failover) is
+            // tried again after a growing pause, not in a loop.
+            if served.elapsed() < STEADY {
+                let pause = backoff(failures);
+                failures = failures.saturating_add(1);
+                tokio::select! {
+                    () = closed.cancelled() => return,
+                    () = tokio::time::sleep(pause) => {}
+                }
+            } else {
+                failures = 0;
             }
         }
     }
@@ -106,7 +122,9 @@ impl NodeTask {
             tokio::select! {
                 () = closed.cancelled() => return Ended::Closed,
                 push = pushes.recv() => match push {
-                    Some(push) => self.heard(push),
+                    Some(push) => if !self.heard(push, &subscribed) {
+                        return Ended::Broken;
+                    },
                     None => return Ended::Broken,
                 },
                 () = self.changes.wake.notified() => {
@@ -121,8 +139,11 @@ impl NodeTask {
     }
 
     /// What the cluster connection reports: a release, a (re)confirmed subscription, or a
-    /// lost connection to one of its nodes.
-    fn heard(&self, push: PushInfo) {
+    /// lost connection to one of its nodes. Returns false when the connection must be made
+    /// again: a node's connection dropped, or the server moved a subscription away (its slot
+    /// migrated or failed over). A new connection learns the slot map afresh and subscribes
+    /// every wanted channel again, on whichever node serves it now.
+    fn heard(&self, push: PushInfo, subscribed: &HashSet<String>) -> bool {
         let text = |value: Option<&Value>| match value {
             Some(Value::BulkString(bytes)) => Some(bytes.clone()),
             Some(Value::SimpleString(text)) => Some(text.clone().into_bytes()),
@@ -142,11 +163,22 @@ impl NodeTask {
                 }
             }
             PushKind::Disconnection => {
-                tracing::debug!(node = %self.address, "a cluster node's pub/sub connection dropped; waiting for its subscriptions again");
-                self.forget_subscriptions();
+                tracing::debug!(node = %self.address, "a cluster node's connection dropped; subscribing again");
+                return false;
+            }
+            // Ours are removed from `subscribed` before their confirmation is read here.
+            PushKind::SUnsubscribe | PushKind::Unsubscribe => {
+                let ours = text(push.data.first()).is_some_and(|channel| {
+                    subscribed.contains(&*String::from_utf8_lossy(&channel))
+                });
+                if ours {
+                    tracing::debug!(node = %self.address, "the cluster moved a subscription away; subscribing again");
+                    return false;
+                }
             }
             _ => {}
         }
+        true
     }
 
     /// Brings one channel's subscription in line with what the waiters want. Returns false

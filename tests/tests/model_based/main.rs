@@ -26,6 +26,7 @@ mod ops;
 mod plain;
 mod system;
 
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use proptest::test_runner::{Config, RngSeed, TestRunner};
@@ -33,10 +34,15 @@ use proptest_state_machine::{ReferenceStateMachine, StateMachineTest};
 use redlock_testkit::{test_seed, RedisCluster};
 
 use ops::{Drawn, Sequences, Step, NODES};
-use system::System;
+use system::{Deployment, System};
 
-/// The masters every sequence runs on, started once for the whole run.
-static CLUSTER: Mutex<Option<Arc<RedisCluster>>> = Mutex::new(None);
+thread_local! {
+    /// The servers every sequence of this test thread runs on, started once for its run.
+    static DEPLOYMENT: RefCell<Option<Deployment>> = const { RefCell::new(None) };
+}
+
+/// One run at a time: each is timed against its own leases, on two cores.
+static ONE_RUN: Mutex<()> = Mutex::new(());
 
 struct LockModel;
 
@@ -45,12 +51,10 @@ impl StateMachineTest for LockModel {
     type Reference = Sequences;
 
     fn init_test(_: &Drawn) -> System {
-        let cluster = CLUSTER
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .expect("the run started the masters");
-        System::start(cluster)
+        let deployment = DEPLOYMENT
+            .with(|deployment| deployment.borrow().clone())
+            .expect("the run started the servers");
+        System::start(deployment)
     }
 
     /// Runs the step, then checks every invariant (they need the system mutably: reading a
@@ -100,12 +104,36 @@ fn quiet_failing_cases() -> Arc<PanicHook> {
 
 #[test]
 fn random_sequences_match_the_model() {
+    let servers = Arc::new(RedisCluster::start(NODES));
+    let members = servers.urls();
+    run(
+        "standalone masters",
+        Deployment { servers, members },
+        env_number("MODEL_CASES", 200),
+    );
+}
+
+/// The same sequences with every master a Redis Cluster member (a cluster of one shard each):
+/// hash-tagged keys, a fencing counter per lock, shard-channel wake-ups and the cluster
+/// connection, under the same faults. Fewer cases: the standalone run covers the protocol.
+#[test]
+fn random_sequences_on_cluster_members_match_the_model() {
+    let servers = Arc::new(RedisCluster::start_single_shard_clusters(NODES));
+    let members = servers.cluster_urls();
+    let cases = env_number("MODEL_CLUSTER_CASES", 60);
+    run(
+        "Redis Cluster members",
+        Deployment { servers, members },
+        cases,
+    );
+}
+
+fn run(what: &str, deployment: Deployment, cases: u32) {
+    let _one_run = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
     let seed = test_seed();
-    let cases = env_number("MODEL_CASES", 200);
     let steps = env_number("MODEL_STEPS", 24) as usize;
-    eprintln!("TEST_SEED={seed} MODEL_CASES={cases} MODEL_STEPS={steps}");
-    let cluster = Arc::new(RedisCluster::start(NODES));
-    *CLUSTER.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&cluster));
+    eprintln!("{what}: TEST_SEED={seed} cases {cases} MODEL_STEPS={steps}");
+    DEPLOYMENT.with(|slot| *slot.borrow_mut() = Some(deployment));
     let config = Config {
         cases,
         rng_seed: RngSeed::Fixed(seed),
@@ -125,17 +153,14 @@ fn random_sequences_match_the_model() {
             Ok(())
         },
     );
-    CLUSTER
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take();
+    DEPLOYMENT.with(|slot| slot.borrow_mut().take());
     drop(std::panic::take_hook());
     std::panic::set_hook(Box::new(move |info| default_hook(info)));
     if let Err(failure) = outcome {
         panic!("{failure}\nreplay with TEST_SEED={seed}");
     }
     eprintln!(
-        "model: {cases} sequences of up to {steps} steps in {:?}, no violation",
+        "model, {what}: {cases} sequences of up to {steps} steps in {:?}, no violation",
         started.elapsed()
     );
 }

@@ -124,6 +124,9 @@ pub(crate) struct Model {
     /// The plain renewed lock, beside the reentrant ones.
     pub(crate) plain: PlainLeases,
     last_token: [u64; LOCKS],
+    /// Whether the nodes keep one fencing counter for every lock (standalone masters) or one
+    /// per lock (with Redis Cluster members).
+    shared_counter: bool,
     /// New holds granted to each client's actors: what `LockClient::fencing_stats` counts.
     pub(crate) new_holds: [u64; CLIENTS],
     next_generation: u64,
@@ -139,12 +142,13 @@ pub(crate) struct Model {
 }
 
 impl Model {
-    pub(crate) fn new(watchdog: Duration) -> Self {
+    pub(crate) fn new(watchdog: Duration, shared_counter: bool) -> Self {
         let now = Instant::now();
         Self {
             holds: Default::default(),
             plain: PlainLeases::default(),
             last_token: [0; LOCKS],
+            shared_counter,
             new_holds: [0; CLIENTS],
             next_generation: 1,
             faults: 0,
@@ -675,7 +679,11 @@ impl Model {
                 ));
             }
         }
-        let handed_out = self.last_token.iter().copied().max().unwrap_or(0);
+        let handed_out = if self.shared_counter {
+            self.last_token.iter().copied().max().unwrap_or(0)
+        } else {
+            self.last_token[lock]
+        };
         if status.fencing_counter.unwrap_or(0) < handed_out {
             return Err(format!(
                 "l{lock}: status {status:?}; a token of {handed_out} was handed out"

@@ -6,9 +6,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{LockClient, LockGuard, LockOwner, RLock, RenewedLease, RetryPolicy};
+use redlock_reentrant::{
+    is_cluster_url, LockClient, LockGuard, LockOwner, RLock, RenewedLease, RetryPolicy,
+};
 use redlock_testkit::{
-    client_connections, eventually, kill_pubsub_clients, pubsub_clients, RedisCluster,
+    client_connections, eventually, kill_pubsub_clients, pubsub_clients, shard_subscribers,
+    subscribers, RedisCluster,
 };
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, oneshot};
@@ -44,9 +47,19 @@ struct Kept {
     guard: LockGuard,
 }
 
+/// Where a sequence runs: three servers, reached as standalone masters or each as a Redis
+/// Cluster member of one shard (`redis+cluster://`: hash-tagged keys, a fencing counter per
+/// lock, shard channels, the cluster connection), with the same faults.
+#[derive(Clone)]
+pub(crate) struct Deployment {
+    pub(crate) servers: Arc<RedisCluster>,
+    pub(crate) members: Vec<String>,
+}
+
 pub(crate) struct System {
     runtime: Option<Runtime>,
     cluster: Arc<RedisCluster>,
+    members: Vec<String>,
     clients: Vec<LockClient>,
     actors: Vec<Actor>,
     guards: Vec<Kept>,
@@ -59,20 +72,25 @@ pub(crate) struct System {
 }
 
 impl System {
-    pub(crate) fn start(cluster: Arc<RedisCluster>) -> Self {
+    pub(crate) fn start(deployment: Deployment) -> Self {
+        let Deployment {
+            servers: cluster,
+            members,
+        } = deployment;
         for node in cluster.nodes() {
             redis::cmd("FLUSHALL")
                 .exec(&mut node.connection())
                 .expect("FLUSHALL");
         }
         let baseline = cluster.nodes().iter().map(client_connections).collect();
+        let shared_counter = !members.iter().any(|url| is_cluster_url(url));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("runtime");
         let clients: Vec<LockClient> = (0..CLIENTS)
-            .map(|_| runtime.block_on(new_client(&cluster)))
+            .map(|_| runtime.block_on(new_client(&members)))
             .collect();
         let actors = (0..ACTORS)
             .map(|actor| {
@@ -92,15 +110,24 @@ impl System {
         Self {
             runtime: Some(runtime),
             cluster,
+            members,
             clients,
             actors,
             guards: Vec::new(),
             plain: [None, None],
-            model: Model::new(WATCHDOG),
+            model: Model::new(WATCHDOG, shared_counter),
             paused: [false; NODES],
             baseline,
             log: Vec::new(),
         }
+    }
+
+    /// The key of lock `name` on this deployment (hash-tagged on cluster members).
+    fn key_of(&self, name: &str) -> String {
+        self.clients
+            .first()
+            .map(|client| client.redlock().config().key_for(name))
+            .unwrap_or_else(|| format!("redlock:{name}"))
     }
 
     fn runtime(&self) -> &Runtime {
@@ -584,7 +611,7 @@ impl System {
                 old.watchdog().registered()
             ));
         }
-        let fresh = self.runtime().block_on(new_client(&self.cluster));
+        let fresh = self.runtime().block_on(new_client(&self.members));
         for actor in (0..ACTORS).filter(|a| CLIENT_OF[*a] == client) {
             if self.actors[actor].owner.is_some() {
                 self.actors[actor].owner = Some(fresh.new_owner());
@@ -638,7 +665,7 @@ impl System {
             .map(|(actor, lock, signal)| {
                 (
                     format!("a{actor} l{lock}"),
-                    format!("redlock:{}", NAMES[lock]),
+                    self.key_of(NAMES[lock]),
                     signal,
                 )
             });
@@ -647,13 +674,7 @@ impl System {
             .plain
             .believed()
             .into_iter()
-            .map(|(client, signal)| {
-                (
-                    format!("c{client} plain"),
-                    format!("redlock:{PLAIN}"),
-                    signal,
-                )
-            });
+            .map(|(client, signal)| (format!("c{client} plain"), self.key_of(PLAIN), signal));
         for (who, key, signal) in reentrant.chain(plain).collect::<Vec<_>>() {
             let Some((deadline, _)) = signal.deadline() else {
                 continue;
@@ -755,13 +776,15 @@ impl System {
             ));
         }
         let cluster = Arc::clone(&self.cluster);
+        let lock_keys: Vec<String> = NAMES.iter().map(|name| self.key_of(name)).collect();
         let locks_left = || {
-            (0..NODES)
-                .flat_map(|node| cluster.keys_on(node, "redlock:m*"))
-                .filter(|key| !key.contains(":unlock:"))
-                .count()
+            lock_keys
+                .iter()
+                .map(|key| cluster.count_keys(key))
+                .sum::<usize>()
         };
-        let plain_left = || cluster.count_keys(&format!("redlock:{PLAIN}"));
+        let plain_key = self.key_of(PLAIN);
+        let plain_left = || cluster.count_keys(&plain_key);
         // A lost hold's key lasts until its lease runs out (3 s at most here).
         if !eventually(Duration::from_secs(5), || locks_left() + plain_left() == 0) {
             return Err(format!(
@@ -774,12 +797,12 @@ impl System {
             cluster
                 .nodes()
                 .iter()
-                .map(|node| redlock_testkit::subscribers(node, channel))
+                .map(|node| subscribers(node, channel) + shard_subscribers(node, channel))
                 .sum()
         };
-        if NAMES
+        if lock_keys
             .iter()
-            .any(|name| subscribed(&format!("redlock:{name}:released")) != 0)
+            .any(|key| subscribed(&format!("{key}:released")) != 0)
         {
             return Err("a lock channel is still subscribed".into());
         }
@@ -837,9 +860,9 @@ impl Drop for System {
     }
 }
 
-async fn new_client(cluster: &RedisCluster) -> LockClient {
+async fn new_client(members: &[String]) -> LockClient {
     LockClient::builder()
-        .nodes(cluster.urls())
+        .nodes(members.iter().cloned())
         .watchdog_timeout(WATCHDOG)
         .node_timeout(NODE_TIMEOUT)
         .retry(RetryPolicy {
