@@ -39,7 +39,7 @@ async fn main() {
         &cluster,
         Some(ReplicaAcks {
             replicas: 1,
-            timeout: Duration::from_millis(100),
+            timeout: Duration::from_millis(250),
         }),
     )
     .await;
@@ -76,7 +76,10 @@ async fn main() {
 }
 
 async fn client(cluster: &ShardedCluster, acks: Option<ReplicaAcks>) -> LockClient {
-    let mut builder = LockClient::builder().nodes([cluster.url()]);
+    // Generous timeouts: the smoke run is a debug build on a busy machine.
+    let mut builder = LockClient::builder()
+        .nodes([cluster.url()])
+        .node_timeout(Duration::from_secs(1));
     if let Some(acks) = acks {
         builder = builder.replica_acks(acks);
     }

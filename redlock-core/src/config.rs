@@ -289,6 +289,19 @@ mod tests {
     }
 
     #[test]
+    fn a_name_that_would_leave_an_empty_hash_tag_is_refused_with_a_cluster_member() {
+        let lease = Duration::from_secs(10);
+        let cluster = RedlockConfig::with_nodes(["redis+cluster://127.0.0.1:7000"]);
+        assert!(matches!(
+            cluster.check_request("}job", lease),
+            Err(InvalidArgument::EmptyHashTag { .. })
+        ));
+        assert!(cluster.check_request("job}x", lease).is_ok());
+        let standalone = RedlockConfig::with_nodes(["redis://127.0.0.1:6379"]);
+        assert!(standalone.check_request("}job", lease).is_ok());
+    }
+
+    #[test]
     fn debug_never_shows_a_password() {
         let config = RedlockConfig::with_nodes([
             "redis://:hunter2@127.0.0.1:1",

@@ -126,6 +126,11 @@ impl Sender {
     }
 }
 
+/// Whether redis-rs's cluster connection answered that its task no longer takes requests.
+fn cluster_task_gone(err: &RedisError) -> bool {
+    err.is_io_error() && err.to_string().contains("redis_cluster: Unable to")
+}
+
 fn is_ping(cmd: &Cmd) -> bool {
     matches!(cmd.args_iter().next(), Some(redis::Arg::Simple(verb)) if verb.eq_ignore_ascii_case(b"PING"))
 }
@@ -318,7 +323,10 @@ impl Node {
     ) -> Result<Self, InvalidArgument> {
         let address = NodeAddress::redact(url);
         #[cfg(feature = "tls-rustls")]
-        if url.starts_with("rediss") {
+        if url
+            .get(..6)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss"))
+        {
             // rustls picks a process-wide crypto provider from its crate features, and panics at
             // the first TLS connection when a build enables two (`ring` here, `aws-lc-rs` from
             // another crate). Installing ours first settles it; a provider the service installed
@@ -775,8 +783,11 @@ impl Link {
             {
                 let mut state = self.state();
                 // A cluster connection is kept: it reconnects each shard itself, and a new one
-                // could overtake requests the old one has not sent yet to healthy shards.
-                if state.generation == generation && !self.cluster {
+                // could overtake requests the old one has not sent yet to healthy shards. Unless
+                // its task is gone (its runtime ended, say): then it sends nothing any more, and
+                // nothing queued on it can be overtaken.
+                let replace = !self.cluster || cluster_task_gone(err);
+                if state.generation == generation && replace {
                     // Back to the pool: its health check discards it.
                     state.connection = None;
                     state.cached_scripts.clear();

@@ -31,14 +31,14 @@ impl NodeAddress {
             // Setting a password only fails for URLs that cannot have one, and those have none.
             let _ = url.set_password(Some(HIDDEN));
         }
-        if url
-            .query_pairs()
-            .any(|(key, _)| SECRET_QUERY_KEYS.contains(&key.as_ref()))
-        {
+        // A value with `@` may carry credentials (`addr=user:pass@host:port` by mistake).
+        let secret =
+            |key: &str, value: &str| SECRET_QUERY_KEYS.contains(&key) || value.contains('@');
+        if url.query_pairs().any(|(key, value)| secret(&key, &value)) {
             let pairs: Vec<(String, String)> = url
                 .query_pairs()
                 .map(|(key, value)| {
-                    let value = if SECRET_QUERY_KEYS.contains(&key.as_ref()) {
+                    let value = if secret(&key, &value) {
                         HIDDEN.to_owned()
                     } else {
                         value.into_owned()
@@ -89,6 +89,10 @@ mod tests {
                 "redis+unix:///tmp/redis.sock?db=1&pass=***",
             ),
             ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+            (
+                "redis+cluster://:hunter2@h:1?addr=h2:2&addr=u:hunter2@h3:3",
+                "redis+cluster://:***@h:1?addr=h2%3A2&addr=***",
+            ),
         ];
         for (raw, shown) in cases {
             let address = NodeAddress::redact(raw);

@@ -18,6 +18,11 @@ use crate::RenewScript;
 /// member, their hash slot.
 type BatchKind = (&'static str, Option<u16>);
 
+/// How many renewal batches one round has out at once: with a Redis Cluster member there is a
+/// batch per slot, and redis-rs's cluster request queue (100 requests) must not fill, since
+/// requests waiting to enter it may enter in any order.
+const BATCHES_IN_FLIGHT: usize = 32;
+
 /// The target of the watchdog's renewal trace events: `round` as a round starts, before it
 /// takes the holds to renew, then one event per hold it renews (field `key`), just before its
 /// requests go out. The fault suite checks from them that no round that started after a
@@ -131,23 +136,31 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
         .collect();
     // A batch is decided once a majority answered and every hold in it was confirmed, or
     // denied, by a majority; otherwise every node is awaited.
-    let fans: Vec<FanOut<RenewReply>> =
-        join_all(calls.iter().zip(&batches).map(|(call, (_, batch))| {
-            shared
-                .redlock
-                .nodes()
-                .run_script_until(call, timeout, |fan: &FanOut<RenewReply>| {
-                    fan.answered() >= fan.quorum()
-                        && (0..batch.len()).all(|position| {
-                            [Renewed::Yes, Renewed::NotHeld].iter().any(|answer| {
-                                fan.count(|RenewReply(answers)| {
-                                    answers.get(position) == Some(answer)
-                                }) >= fan.quorum()
+    let mut fans: Vec<FanOut<RenewReply>> = Vec::with_capacity(calls.len());
+    for (calls, batches) in calls
+        .chunks(BATCHES_IN_FLIGHT)
+        .zip(batches.chunks(BATCHES_IN_FLIGHT))
+    {
+        fans.extend(
+            join_all(calls.iter().zip(batches).map(|(call, (_, batch))| {
+                shared.redlock.nodes().run_script_until(
+                    call,
+                    timeout,
+                    |fan: &FanOut<RenewReply>| {
+                        fan.answered() >= fan.quorum()
+                            && (0..batch.len()).all(|position| {
+                                [Renewed::Yes, Renewed::NotHeld].iter().any(|answer| {
+                                    fan.count(|RenewReply(answers)| {
+                                        answers.get(position) == Some(answer)
+                                    }) >= fan.quorum()
+                                })
                             })
-                        })
-                })
-        }))
-        .await;
+                    },
+                )
+            }))
+            .await,
+        );
+    }
 
     let drift = shared.redlock.config().drift_for(lease);
     let mut healthy = true;

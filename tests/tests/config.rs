@@ -239,7 +239,13 @@ async fn a_client_built_from_a_file_locks() {
     assert_eq!(client.watchdog().timeout(), Duration::from_secs(5));
     let lock = client.get_lock("job");
     lock.lock().await.expect("lock");
-    assert_eq!(cluster.count_keys("from-file:job"), 3);
+    assert!(
+        redlock_testkit::eventually_async(Duration::from_secs(5), || cluster
+            .count_keys("from-file:job")
+            == 3)
+        .await,
+        "held on every master"
+    );
     lock.unlock().await.expect("unlock");
     client.shutdown().await;
 }

@@ -21,6 +21,29 @@ use super::{backoff, dispatch, Ended, NodeTask};
 /// once.
 const STEADY: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The channels one cluster connection is subscribed to, and the unsubscribes of ours whose
+/// confirmations (pushes) are still to be read.
+#[derive(Default)]
+struct Subscriptions {
+    active: HashSet<String>,
+    unsubscribing: std::collections::HashMap<String, usize>,
+}
+
+impl Subscriptions {
+    /// An unsubscribe push for `channel`: whether the server dropped a subscription we still
+    /// have (rather than confirming one of ours).
+    fn server_dropped(&mut self, channel: &str) -> bool {
+        if let Some(pending) = self.unsubscribing.get_mut(channel) {
+            *pending = pending.saturating_sub(1);
+            if *pending == 0 {
+                self.unsubscribing.remove(channel);
+            }
+            return false;
+        }
+        self.active.contains(channel)
+    }
+}
+
 /// How a member's servers take subscriptions.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Channels {
@@ -107,7 +130,7 @@ impl NodeTask {
         channels: &mut Channels,
         closed: &CancellationToken,
     ) -> Ended {
-        let mut subscribed: HashSet<String> = HashSet::new();
+        let mut subscribed = Subscriptions::default();
         drop(self.changes.take());
         let wanted: Vec<String> = super::lock(&self.shared.channels).keys().cloned().collect();
         for channel in wanted {
@@ -122,7 +145,7 @@ impl NodeTask {
             tokio::select! {
                 () = closed.cancelled() => return Ended::Closed,
                 push = pushes.recv() => match push {
-                    Some(push) => if !self.heard(push, &subscribed) {
+                    Some(push) => if !self.heard(push, &mut subscribed) {
                         return Ended::Broken;
                     },
                     None => return Ended::Broken,
@@ -143,7 +166,7 @@ impl NodeTask {
     /// again: a node's connection dropped, or the server moved a subscription away (its slot
     /// migrated or failed over). A new connection learns the slot map afresh and subscribes
     /// every wanted channel again, on whichever node serves it now.
-    fn heard(&self, push: PushInfo, subscribed: &HashSet<String>) -> bool {
+    fn heard(&self, push: PushInfo, subscribed: &mut Subscriptions) -> bool {
         let text = |value: Option<&Value>| match value {
             Some(Value::BulkString(bytes)) => Some(bytes.clone()),
             Some(Value::SimpleString(text)) => Some(text.clone().into_bytes()),
@@ -166,12 +189,13 @@ impl NodeTask {
                 tracing::debug!(node = %self.address, "a cluster node's connection dropped; subscribing again");
                 return false;
             }
-            // Ours are removed from `subscribed` before their confirmation is read here.
+            // The confirmation of an unsubscribe of ours is expected; any other, of a channel
+            // still subscribed, is the server's doing.
             PushKind::SUnsubscribe | PushKind::Unsubscribe => {
-                let ours = text(push.data.first()).is_some_and(|channel| {
-                    subscribed.contains(&*String::from_utf8_lossy(&channel))
+                let moved = text(push.data.first()).is_some_and(|channel| {
+                    subscribed.server_dropped(&String::from_utf8_lossy(&channel))
                 });
-                if ours {
+                if moved {
                     tracing::debug!(node = %self.address, "the cluster moved a subscription away; subscribing again");
                     return false;
                 }
@@ -187,11 +211,11 @@ impl NodeTask {
         &self,
         connection: &mut ClusterConnection,
         channels: &mut Channels,
-        subscribed: &mut HashSet<String>,
+        subscribed: &mut Subscriptions,
         channel: String,
     ) -> bool {
         let wanted = super::lock(&self.shared.channels).contains_key(&channel);
-        if wanted == subscribed.contains(&channel) {
+        if wanted == subscribed.active.contains(&channel) {
             if wanted {
                 self.confirm(&channel);
             }
@@ -221,10 +245,11 @@ impl NodeTask {
             }
         }
         if wanted {
-            subscribed.insert(channel.clone());
+            subscribed.active.insert(channel.clone());
             self.confirm(&channel);
         } else {
-            subscribed.remove(&channel);
+            subscribed.active.remove(&channel);
+            *subscribed.unsubscribing.entry(channel).or_default() += 1;
         }
         true
     }
