@@ -83,6 +83,6 @@ pub use nemesis::{FaultKind, Nemesis};
 pub use outcome::Outcome;
 pub use proxy::{Fault, FaultProxy, ProxyGrid};
 pub use server::{RedisServer, RedisServerBuilder, REDIS_SERVER_BIN_ENV};
-pub use sharded::{ShardedCluster, CLUSTER_NODE_TIMEOUT};
+pub use sharded::{cluster_ok, ShardedCluster, CLUSTER_NODE_TIMEOUT};
 pub use worker_process::WorkerProcess;
 pub use worker_spec::{Sabotage, WorkerMode, WorkerSpec};

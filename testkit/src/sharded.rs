@@ -315,7 +315,9 @@ fn redis_cli() -> std::path::PathBuf {
         .unwrap_or_else(|| "redis-cli".into())
 }
 
-fn cluster_ok(node: &RedisServer) -> bool {
+/// Whether a cluster-mode server reports its cluster ok (`CLUSTER INFO`): every slot served.
+/// A master restarted from its configuration says so only after a short delay of its own.
+pub fn cluster_ok(node: &RedisServer) -> bool {
     node.try_connection()
         .ok()
         .and_then(|mut connection| {

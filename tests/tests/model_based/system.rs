@@ -582,6 +582,17 @@ impl System {
             + Duration::from_millis(50);
         std::thread::sleep(wait);
         self.cluster.restart(node);
+        // A cluster-mode server answers `CLUSTERDOWN` for a moment after it starts (Redis
+        // waits before a restarted master takes writes): it is back once its cluster is ok.
+        if self.members.iter().any(|url| is_cluster_url(url))
+            && !eventually(Duration::from_secs(10), || {
+                redlock_testkit::cluster_ok(self.cluster.node(node))
+            })
+        {
+            return Err(format!(
+                "n{node}: its cluster is not ok 10 s after the restart"
+            ));
+        }
         self.model.fault_ends();
         Ok(format!("restarted after {wait:?}"))
     }
