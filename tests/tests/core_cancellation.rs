@@ -100,10 +100,26 @@ async fn an_acquisition_dropped_while_retrying_a_contended_lock_leaves_the_holde
     })
     .expect("valid config");
     let held = holder.acquire("contended", LEASE).await.expect("granted");
-    let holder_value: String = redis::cmd("GET")
-        .arg("redlock:contended")
-        .query(&mut cluster.node(0).connection())
-        .expect("GET");
+    // Decided at the first majority: the grant on every node may still be on its way.
+    let values = || -> Vec<Option<String>> {
+        (0..5)
+            .map(|node| {
+                redis::cmd("GET")
+                    .arg("redlock:contended")
+                    .query(&mut cluster.node(node).connection())
+                    .expect("GET")
+            })
+            .collect()
+    };
+    assert!(
+        eventually_async(Duration::from_secs(5), || values()
+            .iter()
+            .all(Option::is_some))
+        .await,
+        "granted on every node: {:?}",
+        values()
+    );
+    let holder_value: String = values()[0].clone().unwrap_or_default();
 
     for _ in 0..30 {
         let offset = Duration::from_micros(rng.u64(0..=50_000));
