@@ -208,7 +208,10 @@ impl LockClientBuilder {
         self
     }
 
-    /// Retries when a quorum is missing (contention is waited out, not retried).
+    /// Retries when a quorum is missing (contention is waited out, not retried). A waiter
+    /// whose retries are spent gets [`Error::NoQuorum`](crate::Error::NoQuorum) even if its
+    /// wait has time left: where the quorum is one Redis Cluster, give the policy pauses that
+    /// outlast a failover (docs/deployments.md).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.redlock.retry = policy;
         self

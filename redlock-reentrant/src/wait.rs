@@ -66,6 +66,10 @@ async fn wait_for_grant(
     // still names a holder (the release may not have reached every master yet).
     let mut recheck: Option<Duration> = None;
     let mut previous_start: Option<Instant> = None;
+    // The end of a pause after a failure that a wake-up cut short: a look it brought forward
+    // and that failed again goes back to it rather than spending another retry, so the pauses
+    // still add up to what the policy promises, however often waiters are woken.
+    let mut interrupted_pause: Option<Instant> = None;
     loop {
         // Listen before trying, so a release between the attempt and the sleep still wakes us.
         let mut notified = waiting
@@ -79,6 +83,7 @@ async fn wait_for_grant(
         // A release heard since the previous attempt started (by any waiter of this client)
         // may not have reached the masters that refuse this attempt yet.
         let since = previous_start.replace(started).unwrap_or(started);
+        let resumable = interrupted_pause.take();
         let (fallback, rechecking) = match attempt(inner, target, mode).await {
             Ok(Outcome::Acquired(grant)) => {
                 waiting.owes_wakeup = false;
@@ -104,13 +109,33 @@ async fn wait_for_grant(
                 retries.reset();
                 (splits.next_delay(), false)
             }
-            Err(err) if err.is_retryable() => match retries.next_delay() {
-                Some(pause) if left().is_none_or(|left| left > pause) => {
-                    tokio::time::sleep(pause).await;
-                    continue;
+            Err(err) if err.is_retryable() => {
+                let now = Instant::now();
+                let until = match resumable.filter(|until| *until > now) {
+                    Some(until) => until,
+                    None => match retries.next_delay() {
+                        Some(pause) if left().is_none_or(|left| left > pause) => now + pause,
+                        _ => return Err(err),
+                    },
+                };
+                // A release, or the subscription confirmed again after an outage (a failover),
+                // ends the pause early: the masters may be answering again.
+                let woken = async {
+                    match notified {
+                        Some(notified) => notified.await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    () = woken => {
+                        waiting.owes_wakeup = true;
+                        interrupted_pause = Some(until);
+                    }
+                    () = tokio::time::sleep_until(until) => {}
                 }
-                _ => return Err(err),
-            },
+                continue;
+            }
             Err(err) => return Err(err),
         };
         if left() == Some(Duration::ZERO) {

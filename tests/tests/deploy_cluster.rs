@@ -1,15 +1,15 @@
 //! Redis Cluster as a quorum member, on real clusters (3 masters and 3 replicas, joined by
 //! `redis-cli --cluster create`): reentrancy with every key of a lock in its slot, waiters woken
 //! through shard channels (and plain channels where those are missing), the watchdog, a killed
-//! holder process, replica acknowledgements (`WAIT`), a failover under a held lock, and a
-//! quorum of three independent clusters.
+//! holder process, replica acknowledgements (`WAIT`), a failover under a held lock and under a
+//! waiter, and a quorum of three independent clusters.
 //!
 //! Timings are asserted against the configured lease with margins of a second or more; the
 //! figures are printed (`--nocapture` shows them).
 
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{Error, LockClient, ReplicaAcks};
+use redlock_reentrant::{Error, LockClient, ReplicaAcks, RetryPolicy};
 use redlock_testkit::{
     eventually_async, shard_subscribers, subscribers as plain_subscribers, HolderProcess,
     ShardedCluster,
@@ -21,6 +21,14 @@ const TIMEOUT: Duration = Duration::from_secs(3);
 const NODE_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long past its lease a lock may take to free and be taken.
 const LATE: Duration = Duration::from_millis(1500);
+
+/// A retry policy whose pauses add up to at least 13 s: 50-100 ms doubling to 0.5-1 s, 30
+/// times.
+const OUTLASTS_A_FAILOVER: RetryPolicy = RetryPolicy {
+    retries: 30,
+    base_delay: Duration::from_millis(100),
+    max_delay: Duration::from_secs(1),
+};
 
 async fn client_of(members: Vec<String>) -> LockClient {
     LockClient::builder()
@@ -624,4 +632,120 @@ async fn three_clusters_make_one_quorum_that_outlives_one_of_them() {
     next.unlock().await.expect("unlock");
     client.shutdown().await;
     rival.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_shard_fails_over_is_subscribed_again_and_woken_by_the_release() {
+    let cluster = ShardedCluster::start(3, 1);
+    let holder = client_of(vec![cluster.url()]).await;
+    // Retries that outlast a failover (at least 13 s of pauses, docs/deployments.md): the
+    // waiter is woken during the outage (its subscription confirmed again before the promotion) and
+    // its attempts fail with `NoQuorum` until the promotion; the default policy gives up.
+    let waiting = LockClient::builder()
+        .nodes([cluster.url()])
+        .watchdog_timeout(TIMEOUT)
+        .node_timeout(NODE_TIMEOUT)
+        .retry(OUTLASTS_A_FAILOVER)
+        .build()
+        .await
+        .expect("client");
+    let name = "nightly-report";
+    let key = key_of(&holder, name);
+    let channel = format!("{key}:released");
+    // A fixed lease far longer than the test: only the release can let the waiter in.
+    let lease = Duration::from_secs(120);
+    let held = holder.get_lock(name);
+    held.lock_with_lease(lease).await.expect("held");
+    let master = cluster.master_of(&key);
+    let replica = replica_of(&cluster, master);
+    let replica_has_grant = || {
+        let mut connection = cluster.node(replica).connection();
+        redis::cmd("READONLY")
+            .query::<()>(&mut connection)
+            .expect("READONLY");
+        redis::cmd("EXISTS")
+            .arg(&key)
+            .query::<bool>(&mut connection)
+            .expect("EXISTS on the replica")
+    };
+    assert!(
+        eventually_async(Duration::from_secs(10), replica_has_grant).await,
+        "the grant reaches the replica before its master dies"
+    );
+    let waiter = tokio::spawn({
+        let lock = waiting.get_lock(name);
+        async move {
+            let got = lock.try_lock(Duration::from_secs(90), None).await;
+            let woke = Instant::now();
+            if matches!(got, Ok(true)) {
+                lock.unlock().await.expect("waiter unlocks");
+            }
+            (got, woke)
+        }
+    });
+    assert!(
+        eventually_async(Duration::from_secs(10), || subscribers(&cluster, &channel)
+            == (1, 0))
+        .await,
+        "the waiter subscribes to the lock's shard channel: {:?}",
+        subscribers(&cluster, &channel)
+    );
+
+    cluster.node(master).kill();
+    let killed = Instant::now();
+    let promoted = cluster.wait_for_failover(&key, master);
+    assert_eq!(
+        promoted, replica,
+        "the replica that has the grant takes over"
+    );
+    // The holder's client learns the new master through a lock of another name on the shard.
+    let probe = (0..)
+        .map(|i| format!("probe:{i}"))
+        .find(|probe| cluster.master_of(&key_of(&holder, probe)) == promoted)
+        .expect("some name hashes to that shard");
+    let probe_lock = holder.get_lock(&probe);
+    while !probe_lock
+        .try_lock(Duration::ZERO, Some(Duration::from_secs(5)))
+        .await
+        .unwrap_or(false)
+    {
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the shard never took locks again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    probe_lock.unlock().await.expect("probe unlock");
+    assert!(
+        eventually_async(Duration::from_secs(20), || shard_subscribers(
+            cluster.node(promoted),
+            &channel
+        ) == 1)
+        .await,
+        "the waiter subscribes again on the promoted master: {:?}",
+        subscribers(&cluster, &channel)
+    );
+    let resubscribed = killed.elapsed();
+    assert!(
+        !waiter.is_finished(),
+        "the waiter still waits: the lock is held"
+    );
+
+    let released = Instant::now();
+    held.unlock()
+        .await
+        .expect("the holder releases on the promoted master");
+    let (got, woke) = waiter.await.expect("task");
+    assert!(got.expect("try_lock"), "the waiter takes the released lock");
+    let handover = woke - released;
+    eprintln!(
+        "failover under a waiter: subscribed again {resubscribed:?} after the kill, \
+         hand-over {handover:?} after the release"
+    );
+    assert!(
+        handover < Duration::from_secs(10),
+        "woken by the release, not by the lease running out: {handover:?}"
+    );
+    holder.shutdown().await;
+    waiting.shutdown().await;
 }
