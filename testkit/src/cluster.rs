@@ -59,19 +59,7 @@ impl RedisCluster {
     ///
     /// The first error of [`RedisServerBuilder::try_start`]; the servers that did start are killed.
     pub fn try_start_with(n: usize, builder: &RedisServerBuilder) -> Result<Self, HarnessError> {
-        let results: Vec<Result<RedisServer, HarnessError>> = thread::scope(|scope| {
-            let handles: Vec<_> = (0..n)
-                .map(|_| scope.spawn(|| builder.try_start()))
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| {
-                    handle
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        });
+        let results = in_parallel(n, || builder.try_start());
         // Collecting drops (and so kills) every started server if one failed.
         let nodes = results.into_iter().collect::<Result<Vec<_>, _>>()?;
         Ok(Self { nodes })
@@ -178,4 +166,20 @@ impl RedisCluster {
                 .unwrap_or_else(|e| panic!("SCRIPT FLUSH on port {} failed: {e}", node.port()));
         }
     }
+}
+
+/// `start` run `n` times at once, one thread each (servers take a while to come up): the
+/// results in order. A panic in one run is raised again here.
+pub(crate) fn in_parallel<T: Send>(n: usize, start: impl Fn() -> T + Sync) -> Vec<T> {
+    thread::scope(|scope| {
+        let handles: Vec<_> = (0..n).map(|_| scope.spawn(&start)).collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }

@@ -82,12 +82,7 @@ pub fn client_connections(server: &RedisServer) -> usize {
 ///
 /// If the server does not answer.
 pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
-    let (_, count): (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query(&mut server.connection())
-        .unwrap_or_else(|e| panic!("PUBSUB NUMSUB on port {}: {e}", server.port()));
-    count
+    channel_count(server, "NUMSUB", channel)
 }
 
 /// How many clients are subscribed to the shard channel `channel` on the server (`PUBSUB
@@ -97,11 +92,16 @@ pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
 ///
 /// If the server does not answer.
 pub fn shard_subscribers(server: &RedisServer, channel: &str) -> i64 {
+    channel_count(server, "SHARDNUMSUB", channel)
+}
+
+/// `PUBSUB <subcommand> channel`'s count for the one channel.
+fn channel_count(server: &RedisServer, subcommand: &str, channel: &str) -> i64 {
     let (_, count): (String, i64) = redis::cmd("PUBSUB")
-        .arg("SHARDNUMSUB")
+        .arg(subcommand)
         .arg(channel)
         .query(&mut server.connection())
-        .unwrap_or_else(|e| panic!("PUBSUB SHARDNUMSUB on port {}: {e}", server.port()));
+        .unwrap_or_else(|e| panic!("PUBSUB {subcommand} on port {}: {e}", server.port()));
     count
 }
 

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::cluster::RedisCluster;
+use crate::cluster::{in_parallel, RedisCluster};
 use crate::error::HarnessError;
 use crate::server::RedisServer;
 
@@ -80,19 +80,7 @@ impl ShardedCluster {
         args: &[&str],
     ) -> Result<Self, HarnessError> {
         let count = masters * (1 + replicas);
-        let started: Vec<Result<RedisServer, HarnessError>> = thread::scope(|scope| {
-            let handles: Vec<_> = (0..count)
-                .map(|_| scope.spawn(|| cluster_node(args)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| {
-                    handle
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        });
+        let started = in_parallel(count, || cluster_node(args));
         let cluster = Self {
             nodes: started.into_iter().collect::<Result<Vec<_>, _>>()?,
         };
@@ -244,17 +232,8 @@ impl RedisCluster {
     ///
     /// If a server cannot start or its cluster does not come up within 30 s.
     pub fn start_single_shard_clusters(n: usize) -> Self {
-        let started: Result<Vec<RedisServer>, HarnessError> = thread::scope(|scope| {
-            let handles: Vec<_> = (0..n).map(|_| scope.spawn(|| cluster_node(&[]))).collect();
-            handles
-                .into_iter()
-                .map(|handle| {
-                    handle
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        });
+        let started: Result<Vec<RedisServer>, HarnessError> =
+            in_parallel(n, || cluster_node(&[])).into_iter().collect();
         let nodes = started.unwrap_or_else(|err| panic!("a cluster-mode server: {err}"));
         for node in &nodes {
             let _: () = redis::cmd("CLUSTER")

@@ -9,10 +9,11 @@
 //! Its library holds the lock fixtures the scenarios share.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redlock_reentrant::{LockClient, LockClientBuilder, Watchdog};
+use redlock_reentrant::{Error, LockClient, LockClientBuilder, RLock, Watchdog};
 use redlock_testkit::{eventually_async, Fault, ProxyGrid, RedisCluster};
+use tokio::task::JoinHandle;
 
 /// The watchdog lease most scenarios give their clients: 3 s, renewed every 1 s, the default's
 /// ratio (30 s, every 10 s) at a tenth of the wait.
@@ -120,4 +121,21 @@ impl SlowLinks {
             .await
             .expect("client")
     }
+}
+
+/// A task waiting for `lock` for up to `wait`: whether it got the lock, and when its wait
+/// returned. It unlocks what it got.
+///
+/// # Panics
+///
+/// The task panics if the unlock of a lock it got fails.
+pub fn spawn_waiter(lock: RLock, wait: Duration) -> JoinHandle<(Result<bool, Error>, Instant)> {
+    tokio::spawn(async move {
+        let got = lock.try_lock(wait, None).await;
+        let returned = Instant::now();
+        if matches!(got, Ok(true)) {
+            lock.unlock().await.expect("the waiter unlocks");
+        }
+        (got, returned)
+    })
 }

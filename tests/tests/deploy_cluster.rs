@@ -9,11 +9,12 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{Error, LockClient, ReplicaAcks, RetryPolicy};
+use redlock_reentrant::{Error, LockClient, LockClientBuilder, ReplicaAcks, RetryPolicy};
 use redlock_testkit::{
     eventually_async, shard_subscribers, subscribers as plain_subscribers, HolderProcess,
     ShardedCluster,
 };
+use redlock_tests::spawn_waiter;
 
 /// The watchdog lease of the clients here: renewed every second.
 const TIMEOUT: Duration = Duration::from_secs(3);
@@ -30,14 +31,52 @@ const OUTLASTS_A_FAILOVER: RetryPolicy = RetryPolicy {
     max_delay: Duration::from_secs(1),
 };
 
-async fn client_of(members: Vec<String>) -> LockClient {
+/// The configuration the clients here share: `members`, the watchdog lease [`TIMEOUT`] and
+/// the per-node timeout [`NODE_TIMEOUT`].
+fn builder_of(members: Vec<String>) -> LockClientBuilder {
     LockClient::builder()
         .nodes(members)
         .watchdog_timeout(TIMEOUT)
         .node_timeout(NODE_TIMEOUT)
-        .build()
+}
+
+async fn client_of(members: Vec<String>) -> LockClient {
+    builder_of(members).build().await.expect("client")
+}
+
+/// A lock name whose slot `shard` serves: a lock on it tells when that shard takes locks
+/// again.
+fn name_on_shard(cluster: &ShardedCluster, client: &LockClient, shard: usize) -> String {
+    (0..)
+        .map(|i| format!("probe:{i}"))
+        .find(|name| cluster.master_of(&key_of(client, name)) == shard)
+        .expect("some name hashes to that shard")
+}
+
+/// Tries `client`'s lock on `name` until it is granted (the shard takes locks again, and the
+/// client's cluster connection knows its master), then unlocks it. Returns how many tries
+/// were refused.
+///
+/// # Panics
+///
+/// If the shard takes no lock within 30 s of `since`.
+async fn until_the_shard_takes_locks(client: &LockClient, name: &str, since: Instant) -> usize {
+    let lock = client.get_lock(name);
+    let mut refused = 0;
+    while !lock
+        .try_lock(Duration::ZERO, Some(Duration::from_secs(5)))
         .await
-        .expect("client")
+        .unwrap_or(false)
+    {
+        refused += 1;
+        assert!(
+            since.elapsed() < Duration::from_secs(30),
+            "the shard never took locks again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    lock.unlock().await.expect("probe unlock");
+    refused
 }
 
 fn key_of(client: &LockClient, name: &str) -> String {
@@ -167,15 +206,7 @@ async fn handover_is_woken_by_the_release(cluster: &ShardedCluster, sharded: boo
     held.lock_with_lease(Duration::from_secs(60))
         .await
         .expect("held");
-    let waiter = tokio::spawn({
-        let lock = waiting.get_lock("handover");
-        async move {
-            let got = lock.try_lock(Duration::from_secs(30), None).await;
-            let woke = Instant::now();
-            lock.unlock().await.expect("waiter unlocks");
-            (got, woke)
-        }
-    });
+    let waiter = spawn_waiter(waiting.get_lock("handover"), Duration::from_secs(30));
     let channel = format!("{}:released", key_of(&holder, "handover"));
     let expected = if sharded { (1, 0) } else { (0, 1) };
     assert!(
@@ -277,10 +308,7 @@ async fn the_watchdog_renews_a_cluster_lock_and_a_killed_holder_frees_it_within_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_acknowledgements_refuse_a_write_no_replica_has() {
     let cluster = ShardedCluster::start(3, 1);
-    let client = LockClient::builder()
-        .nodes([cluster.url()])
-        .watchdog_timeout(TIMEOUT)
-        .node_timeout(NODE_TIMEOUT)
+    let client = builder_of(vec![cluster.url()])
         .replica_acks(ReplicaAcks {
             replicas: 1,
             timeout: Duration::from_millis(200),
@@ -349,10 +377,8 @@ async fn a_failover_under_a_held_lock_never_makes_two_holders() {
     let cluster = ShardedCluster::start(3, 1);
     // A lease that outlasts the failover (node timeout 1.5 s, then an election).
     let lease = Duration::from_secs(10);
-    let client = LockClient::builder()
-        .nodes([cluster.url()])
+    let client = builder_of(vec![cluster.url()])
         .watchdog_timeout(lease)
-        .node_timeout(NODE_TIMEOUT)
         .build()
         .await
         .expect("client");
@@ -360,32 +386,14 @@ async fn a_failover_under_a_held_lock_never_makes_two_holders() {
     let guard = client.get_lock("migration").acquire().await.expect("held");
     let key = key_of(&client, "migration");
     let master = cluster.master_of(&key);
-    // A lock of another name on the same shard: it tells when the shard takes locks again.
-    let probe = (0..)
-        .map(|i| format!("probe:{i}"))
-        .find(|name| cluster.master_of(&key_of(&client, name)) == master)
-        .expect("some name hashes to that shard");
+    let probe = name_on_shard(&cluster, &client, master);
 
     cluster.node(master).kill();
     let killed = Instant::now();
     let promoted = cluster.wait_for_failover(&key, master);
     let failed_over = killed.elapsed();
-    let probe_lock = rival.get_lock(&probe);
-    let mut refused = 0;
-    while !probe_lock
-        .try_lock(Duration::ZERO, Some(Duration::from_secs(5)))
-        .await
-        .unwrap_or(false)
-    {
-        refused += 1;
-        assert!(
-            killed.elapsed() < Duration::from_secs(30),
-            "the shard never took locks again"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let refused = until_the_shard_takes_locks(&rival, &probe, killed).await;
     let locking_again = killed.elapsed();
-    probe_lock.unlock().await.expect("probe unlock");
 
     // The holder either kept its lock (the replica had it) or was told it lost it; never may
     // the rival get it while the holder believes it holds it.
@@ -443,10 +451,8 @@ async fn a_failover_that_loses_the_grant_tells_the_holder_and_tokens_still_incre
     // output buffer when the master is killed: the promoted replica never has it.
     let cluster = ShardedCluster::start(3, 1);
     let lease = Duration::from_secs(10);
-    let client = LockClient::builder()
-        .nodes([cluster.url()])
+    let client = builder_of(vec![cluster.url()])
         .watchdog_timeout(lease)
-        .node_timeout(NODE_TIMEOUT)
         .build()
         .await
         .expect("client");
@@ -553,15 +559,7 @@ async fn a_quorum_of_standalone_masters_and_a_cluster_locks_and_wakes_waiters() 
         .await,
         "held on all three members"
     );
-    let waiter = tokio::spawn({
-        let lock = waiting.get_lock("mixed");
-        async move {
-            let got = lock.try_lock(Duration::from_secs(30), None).await;
-            let woke = Instant::now();
-            lock.unlock().await.expect("waiter unlocks");
-            (got, woke)
-        }
-    });
+    let waiter = spawn_waiter(waiting.get_lock("mixed"), Duration::from_secs(30));
     assert!(
         eventually_async(Duration::from_secs(10), || waiting.watched_channels() == 1).await,
         "the waiter subscribes"
@@ -641,10 +639,7 @@ async fn a_waiter_whose_shard_fails_over_is_subscribed_again_and_woken_by_the_re
     // Retries that outlast a failover (at least 13 s of pauses, docs/deployments.md): the
     // waiter is woken during the outage (its subscription confirmed again before the promotion) and
     // its attempts fail with `NoQuorum` until the promotion; the default policy gives up.
-    let waiting = LockClient::builder()
-        .nodes([cluster.url()])
-        .watchdog_timeout(TIMEOUT)
-        .node_timeout(NODE_TIMEOUT)
+    let waiting = builder_of(vec![cluster.url()])
         .retry(OUTLASTS_A_FAILOVER)
         .build()
         .await
@@ -672,17 +667,7 @@ async fn a_waiter_whose_shard_fails_over_is_subscribed_again_and_woken_by_the_re
         eventually_async(Duration::from_secs(10), replica_has_grant).await,
         "the grant reaches the replica before its master dies"
     );
-    let waiter = tokio::spawn({
-        let lock = waiting.get_lock(name);
-        async move {
-            let got = lock.try_lock(Duration::from_secs(90), None).await;
-            let woke = Instant::now();
-            if matches!(got, Ok(true)) {
-                lock.unlock().await.expect("waiter unlocks");
-            }
-            (got, woke)
-        }
-    });
+    let waiter = spawn_waiter(waiting.get_lock(name), Duration::from_secs(90));
     assert!(
         eventually_async(Duration::from_secs(10), || subscribers(&cluster, &channel)
             == (1, 0))
@@ -699,23 +684,8 @@ async fn a_waiter_whose_shard_fails_over_is_subscribed_again_and_woken_by_the_re
         "the replica that has the grant takes over"
     );
     // The holder's client learns the new master through a lock of another name on the shard.
-    let probe = (0..)
-        .map(|i| format!("probe:{i}"))
-        .find(|probe| cluster.master_of(&key_of(&holder, probe)) == promoted)
-        .expect("some name hashes to that shard");
-    let probe_lock = holder.get_lock(&probe);
-    while !probe_lock
-        .try_lock(Duration::ZERO, Some(Duration::from_secs(5)))
-        .await
-        .unwrap_or(false)
-    {
-        assert!(
-            killed.elapsed() < Duration::from_secs(30),
-            "the shard never took locks again"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    probe_lock.unlock().await.expect("probe unlock");
+    let probe = name_on_shard(&cluster, &holder, promoted);
+    until_the_shard_takes_locks(&holder, &probe, killed).await;
     assert!(
         eventually_async(Duration::from_secs(20), || shard_subscribers(
             cluster.node(promoted),

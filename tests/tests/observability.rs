@@ -8,7 +8,7 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use redlock_reentrant::{Error, LockClient, LostReason, RedlockConfig, ReplicaAcks, RetryPolicy};
 use redlock_testkit::{eventually_async, RedisCluster};
-use redlock_tests::{client, rounds_pass, WATCHDOG};
+use redlock_tests::{client, rounds_pass, spawn_waiter, WATCHDOG};
 
 /// What was recorded so far, accumulated across snapshots (a snapshot resets what it reads).
 struct Recorded {
@@ -110,14 +110,7 @@ async fn every_documented_metric_moves_when_what_it_counts_happens() {
         recorded.value("redlock_acquisitions_total", &["outcome=contended"]),
         1.0
     );
-    let waiter = tokio::spawn({
-        let lock = rival.get_lock("metrics:held");
-        async move {
-            let got = lock.try_lock(Duration::from_secs(30), None).await;
-            lock.unlock().await.expect("waiter unlocks");
-            got
-        }
-    });
+    let waiter = spawn_waiter(rival.get_lock("metrics:held"), Duration::from_secs(30));
     assert!(
         eventually_async(Duration::from_secs(10), || rival.watched_channels() == 1).await,
         "the waiter subscribes"
@@ -134,7 +127,7 @@ async fn every_documented_metric_moves_when_what_it_counts_happens() {
     );
     lock.unlock().await.expect("unlock");
     assert!(
-        waiter.await.expect("task").expect("try_lock"),
+        waiter.await.expect("task").0.expect("try_lock"),
         "the waiter took it"
     );
     assert_eq!(

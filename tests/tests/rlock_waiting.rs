@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use redlock_reentrant::LockClient;
 use redlock_testkit::{eventually_async, RedisCluster};
+use redlock_tests::spawn_waiter;
 
 async fn client(cluster: &RedisCluster) -> LockClient {
     LockClient::builder()
@@ -74,15 +75,7 @@ async fn a_release_wakes_the_waiter_long_before_the_lease_would_end() {
         held.lock_with_lease(Duration::from_secs(60))
             .await
             .expect("held");
-        let waiter = tokio::spawn({
-            let lock = waiting.get_lock("handover");
-            async move {
-                let got = lock.try_lock(Duration::from_secs(30), None).await;
-                let woke = Instant::now();
-                lock.unlock().await.expect("waiter unlocks");
-                (got, woke)
-            }
-        });
+        let waiter = spawn_waiter(waiting.get_lock("handover"), Duration::from_secs(30));
         assert!(
             eventually_async(Duration::from_secs(5), || waiting.watched_channels() == 1).await,
             "the waiter subscribes to the lock's channel"

@@ -18,6 +18,7 @@ use redlock_testkit::{
     client_connections, command_calls, eventually_async, kill_pubsub_clients, pubsub_clients,
     reset_command_stats, subscribers, Fault, FaultProxy, RedisCluster,
 };
+use redlock_tests::spawn_waiter;
 use tokio::task::JoinHandle;
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(200);
@@ -103,15 +104,7 @@ async fn a_killed_pubsub_connection_is_resubscribed_and_the_handover_stays_promp
     held.lock_with_lease(Duration::from_secs(60))
         .await
         .expect("held");
-    let waiter = tokio::spawn({
-        let lock = waiting.get_lock("killed");
-        async move {
-            let got = lock.try_lock(Duration::from_secs(30), None).await;
-            let woke = Instant::now();
-            lock.unlock().await.expect("unlock");
-            (got, woke)
-        }
-    });
+    let waiter = spawn_waiter(waiting.get_lock("killed"), Duration::from_secs(30));
     assert!(
         eventually_async(Duration::from_secs(5), || numsub(&cluster, channel)
             == vec![1, 1, 1])
@@ -229,19 +222,6 @@ impl SkewedRelease {
         self.holder.shutdown().await;
         self.waiting.shutdown().await;
     }
-}
-
-/// A waiter of `lock` for up to `wait`: whether it got the lock, and when it returned. It
-/// unlocks what it got.
-fn spawn_waiter(lock: RLock, wait: Duration) -> JoinHandle<(Result<bool, Error>, Instant)> {
-    tokio::spawn(async move {
-        let got = lock.try_lock(wait, None).await;
-        let returned = Instant::now();
-        if matches!(got, Ok(true)) {
-            lock.unlock().await.expect("unlock");
-        }
-        (got, returned)
-    })
 }
 
 /// A release that reaches the masters at different times: node 0 applies it at once, nodes 1
