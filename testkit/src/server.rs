@@ -65,6 +65,7 @@ pub struct RedisServerBuilder {
     binary: Option<PathBuf>,
     args: Vec<OsString>,
     password: Option<String>,
+    port_args: Vec<OsString>,
     startup_timeout: Duration,
     own_process_group: bool,
 }
@@ -74,6 +75,7 @@ impl Default for RedisServerBuilder {
         Self {
             binary: None,
             args: Vec::new(),
+            port_args: Vec::new(),
             password: None,
             startup_timeout: Duration::from_secs(10),
             own_process_group: false,
@@ -101,6 +103,14 @@ impl RedisServerBuilder {
         S: Into<OsString>,
     {
         self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Passes `FLAG PORT` with a second free port of its own, such as `--cluster-port` for a
+    /// cluster bus. Like the client port, it is picked afresh on each attempt to start (another
+    /// process may take it first) and kept across [`RedisServer::restart`].
+    pub fn port_arg(mut self, flag: impl Into<OsString>) -> Self {
+        self.port_args.push(flag.into());
         self
     }
 
@@ -156,6 +166,7 @@ impl RedisServerBuilder {
         let launcher = Launcher {
             binary,
             args: self.args.clone(),
+            port_args: self.port_args.clone(),
             password: self.password.clone(),
             startup_timeout: self.startup_timeout,
             own_process_group: self.own_process_group,
@@ -164,10 +175,16 @@ impl RedisServerBuilder {
         let mut last_tail = String::new();
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port()?;
-            match launcher.launch(port)? {
+            let extra_ports = self
+                .port_args
+                .iter()
+                .map(|_| free_port())
+                .collect::<Result<Vec<_>, _>>()?;
+            match launcher.launch(port, &extra_ports)? {
                 Launch::Ready(child) => {
                     return Ok(RedisServer {
                         port,
+                        extra_ports,
                         launcher,
                         state: Mutex::new(State {
                             child: Some(child),
@@ -218,6 +235,8 @@ impl RedisServerBuilder {
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
+    /// The ports given to the builder's [`port_arg`](RedisServerBuilder::port_arg)s, in order.
+    extra_ports: Vec<u16>,
     launcher: Launcher,
     state: Mutex<State>,
 }
@@ -406,7 +425,7 @@ impl RedisServer {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            match self.launcher.launch(self.port)? {
+            match self.launcher.launch(self.port, &self.extra_ports)? {
                 Launch::Ready(child) => {
                     state.child = Some(child);
                     state.stopped = false;
@@ -511,6 +530,7 @@ impl Drop for RedisServer {
 struct Launcher {
     binary: PathBuf,
     args: Vec<OsString>,
+    port_args: Vec<OsString>,
     password: Option<String>,
     startup_timeout: Duration,
     own_process_group: bool,
@@ -536,8 +556,9 @@ impl Launcher {
         self.dir.path().join("stderr.log")
     }
 
-    /// Spawns redis-server on `port` and waits until it answers PING or exits.
-    fn launch(&self, port: u16) -> Result<Launch, HarnessError> {
+    /// Spawns redis-server on `port`, with `extra_ports` for the port arguments, and waits until
+    /// it answers PING or exits.
+    fn launch(&self, port: u16, extra_ports: &[u16]) -> Result<Launch, HarnessError> {
         let log_path = self.log_path();
         // Only what this run writes counts: the log is appended to across restarts.
         let log_start = file_len(&log_path);
@@ -563,6 +584,9 @@ impl Launcher {
             .arg(&log_path);
         if let Some(password) = &self.password {
             command.arg("--requirepass").arg(password);
+        }
+        for (flag, extra_port) in self.port_args.iter().zip(extra_ports) {
+            command.arg(flag).arg(extra_port.to_string());
         }
         command
             .args(&self.args)

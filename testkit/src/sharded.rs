@@ -263,22 +263,15 @@ impl RedisCluster {
     }
 }
 
-/// One cluster-mode server: its bus on a port of its own (the default, port + 10000, may be
-/// taken or out of range).
+/// One cluster-mode server: its bus on a free port of its own (the default, port + 10000, may be
+/// taken or out of range), picked afresh with the client port on each attempt to start.
 fn cluster_node(args: &[&str]) -> Result<RedisServer, HarnessError> {
-    let bus = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map_err(|source| HarnessError::Io {
-            context: "could not find a free port for the cluster bus".to_owned(),
-            source,
-        })?
-        .port();
     let node_timeout = CLUSTER_NODE_TIMEOUT.as_millis().to_string();
     RedisServer::builder()
         .args(["--cluster-enabled", "yes"])
         .args(["--cluster-config-file", "nodes.conf"])
         .args(["--cluster-node-timeout", node_timeout.as_str()])
-        .args(["--cluster-port", bus.to_string().as_str()])
+        .port_arg("--cluster-port")
         // Replicas sync at once, not after the default 5 s of waiting for more of them.
         .args(["--repl-diskless-sync-delay", "0"])
         .args(args.iter().copied())

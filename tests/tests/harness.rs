@@ -146,6 +146,34 @@ fn restart_waits_for_its_port_to_be_free() {
 }
 
 #[test]
+fn a_port_argument_gets_a_free_port_of_its_own_kept_across_restarts() {
+    let server = RedisServer::builder()
+        .args(["--cluster-enabled", "yes"])
+        .port_arg("--cluster-port")
+        .start();
+    let bus_port = |server: &RedisServer| -> u16 {
+        let reply: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("cluster-port")
+            .query(&mut server.connection())
+            .expect("CONFIG GET cluster-port");
+        reply[1].parse().expect("a port number")
+    };
+    let bus = bus_port(&server);
+    assert_ne!(
+        bus, 0,
+        "the bus has a port of its own, not the default port + 10000"
+    );
+    assert_ne!(bus, server.port());
+    assert!(accepts(bus), "the server listens on its bus port {bus}");
+
+    server.restart();
+
+    assert_eq!(bus_port(&server), bus, "a restart keeps the bus port");
+    assert!(accepts(bus), "listening on {bus} again after the restart");
+}
+
+#[test]
 fn a_server_that_exits_on_its_own_is_not_running() {
     let server = RedisServer::start();
     // The connection drops as the server exits, so the reply is an error; ignore it.
