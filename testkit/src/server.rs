@@ -279,6 +279,13 @@ impl RedisServer {
         self.port
     }
 
+    /// The port passed with `flag`, one of the builder's [`port_arg`](RedisServerBuilder::port_arg)s
+    /// (`None` for any other flag); it stays the same across [`restart`](Self::restart).
+    pub fn arg_port(&self, flag: &str) -> Option<u16> {
+        let position = self.launcher.port_args.iter().position(|f| *f == *flag)?;
+        self.extra_ports.get(position).copied()
+    }
+
     /// `redis://127.0.0.1:PORT`, without credentials.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
@@ -673,7 +680,19 @@ impl Launcher {
 }
 
 /// A port that was free a moment ago; the caller retries if someone takes it meanwhile.
+///
+/// Drawn below the kernel's ephemeral range when there is room: outgoing connections take their
+/// local ports from that range, so none can hold a killed server's port while it restarts (a
+/// client reconnecting to a dead loopback port can even connect to itself on it), and none can
+/// take a port between the check here and the server's bind.
 fn free_port() -> Result<u16, HarnessError> {
+    let (first, end) = listening_range();
+    for _ in 0..(if first < end { 64 } else { 0 }) {
+        let port = fastrand::u16(first..end);
+        if TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return Ok(port);
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
@@ -681,6 +700,17 @@ fn free_port() -> Result<u16, HarnessError> {
             context: "could not bind 127.0.0.1:0 to find a free port".to_owned(),
             source,
         })
+}
+
+/// The ports servers are started on: from 10000 up to the start of the kernel's ephemeral range
+/// (`ip_local_port_range`, 32768 by default); empty if that range starts lower.
+fn listening_range() -> (u16, u16) {
+    const FIRST: u16 = 10_000;
+    let ephemeral_start = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    (FIRST, ephemeral_start.max(FIRST))
 }
 
 fn file_len(path: &Path) -> usize {

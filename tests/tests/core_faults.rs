@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_core::{Error, Redlock, RedlockConfig, RetryPolicy};
-use redlock_testkit::{eventually, eventually_async, RedisCluster};
+use redlock_core::{Error, NodeErrorKind, Redlock, RedlockConfig, ReplicaAcks, RetryPolicy};
+use redlock_testkit::{eventually, eventually_async, RedisCluster, RedisServer};
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(150);
 const LEASE: Duration = Duration::from_secs(30);
@@ -215,4 +215,112 @@ async fn script_flush_between_operations_is_invisible() {
             cluster.count_keys("redlock:*")
         );
     }
+}
+
+#[tokio::test]
+async fn a_script_sent_again_after_noscript_is_confirmed_by_a_wait_of_its_own() {
+    // The replica syncs at once, not after the default 5 s of waiting for more of them.
+    let master = RedisServer::builder()
+        .args(["--repl-diskless-sync-delay", "0"])
+        .start();
+    let replica = RedisServer::builder()
+        .arg("--replicaof")
+        .args(["127.0.0.1", master.port().to_string().as_str()])
+        .start();
+    assert!(
+        eventually(Duration::from_secs(10), || replica_acknowledged_all(
+            &master
+        )),
+        "the replica syncs"
+    );
+    let client = Redlock::new(RedlockConfig {
+        node_timeout: Some(Duration::from_secs(2)),
+        retry: RetryPolicy::none(),
+        replica_acks: Some(ReplicaAcks {
+            replicas: 1,
+            timeout: Duration::from_millis(500),
+        }),
+        ..RedlockConfig::with_nodes(vec![master.url()])
+    })
+    .expect("valid config");
+    // Confirmed by the replica; the script is cached from now on, so the next acquisition
+    // sends it by SHA.
+    let first = client
+        .acquire("acks:first", LEASE)
+        .await
+        .expect("confirmed");
+
+    // The master forgets its scripts and the replica stops acknowledging. The `WAIT` after the
+    // refused `EVALSHA` confirms nothing new (this connection's last write, the first
+    // acquisition, is on the replica already) and answers 1 at once; only a `WAIT` after the
+    // script sent again by source can tell that its write reached no replica.
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .exec(&mut master.connection())
+        .expect("SCRIPT FLUSH");
+    assert!(
+        eventually(Duration::from_secs(10), || replica_acknowledged_all(
+            &master
+        )),
+        "the replica acknowledges every write so far"
+    );
+    replica.stop();
+    let refused = client.acquire("acks:second", LEASE).await;
+    replica.resume();
+    match refused {
+        Err(Error::NoQuorum {
+            source: Some(ref node),
+            ..
+        }) if matches!(
+            node.kind,
+            NodeErrorKind::NotReplicated {
+                acked: 0,
+                wanted: 1
+            }
+        ) => {}
+        other => panic!("a write no replica has must not count: {other:?}"),
+    }
+    let left = || -> Vec<String> {
+        redis::cmd("KEYS")
+            .arg("redlock:acks:second")
+            .query(&mut master.connection())
+            .expect("KEYS")
+    };
+    assert!(
+        eventually_async(Duration::from_secs(5), || left().is_empty()).await,
+        "the unconfirmed grant is undone: {:?}",
+        left()
+    );
+
+    let second = client
+        .acquire("acks:second", LEASE)
+        .await
+        .expect("confirmed once the replica is back");
+    client.release(&second).await.expect("release");
+    client.release(&first).await.expect("release");
+}
+
+/// Whether the master's only replica is online and has acknowledged the whole replication
+/// stream (replicas acknowledge once a second, and at once when a `WAIT` asks; after a diskless
+/// sync the master sends the stream only from the replica's first acknowledgement).
+fn replica_acknowledged_all(master: &RedisServer) -> bool {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut master.connection())
+        .expect("INFO replication");
+    let field = |line: &str, name: &str| -> Option<i64> {
+        line.split([',', ':'])
+            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+    };
+    let written = info.lines().find_map(|line| {
+        line.strip_prefix("master_repl_offset:")?
+            .trim()
+            .parse()
+            .ok()
+    });
+    let acked = info
+        .lines()
+        .find(|line| line.starts_with("slave0:") && line.contains("state=online"))
+        .and_then(|line| field(line, "offset"));
+    written.is_some() && written == acked
 }

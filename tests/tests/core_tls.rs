@@ -1,6 +1,5 @@
 //! `rediss://` against a real TLS-enabled redis-server, with a password that stays secret.
 
-use std::net::TcpListener;
 use std::time::Duration;
 
 use redlock_core::{Error, Redlock, RedlockConfig, RetryPolicy};
@@ -17,14 +16,9 @@ fn tls_server(dir: &std::path::Path) -> (RedisServer, u16) {
     let key = dir.join("server.key");
     std::fs::write(&cert, certified.cert.pem()).expect("write certificate");
     std::fs::write(&key, certified.signing_key.serialize_pem()).expect("write key");
-    let tls_port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
     let server = RedisServer::builder()
         .password(PASSWORD)
-        .arg("--tls-port")
-        .arg(tls_port.to_string())
+        .port_arg("--tls-port")
         .arg("--tls-cert-file")
         .arg(&cert)
         .arg("--tls-key-file")
@@ -33,6 +27,7 @@ fn tls_server(dir: &std::path::Path) -> (RedisServer, u16) {
         .arg(&cert)
         .args(["--tls-auth-clients", "no"])
         .start();
+    let tls_port = server.arg_port("--tls-port").expect("a TLS port");
     (server, tls_port)
 }
 

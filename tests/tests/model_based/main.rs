@@ -96,7 +96,16 @@ fn quiet_failing_cases() -> Arc<PanicHook> {
         if std::thread::current().id() != test_thread {
             hook(info);
         } else if !announced.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            eprintln!("model: a sequence failed; shrinking it (up to five minutes)");
+            // The first failure as it happened: shrinking may end on a smaller one that fails
+            // for another reason (a server the first left broken, say).
+            eprintln!(
+                "model: a sequence failed; shrinking it (up to five minutes). The first failure:\n{}",
+                info.payload()
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| info.payload().downcast_ref::<&str>().copied())
+                    .unwrap_or("(not a string)")
+            );
         }
     }));
     default_hook

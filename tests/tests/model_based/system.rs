@@ -168,11 +168,26 @@ impl System {
             .map_err(|_| format!("a{actor}: the step panicked"))
     }
 
-    /// The log of the steps so far and what they observed, for a failure's message.
+    /// The log of the steps so far and what they observed, for a failure's message, then the
+    /// nodes and the machine as they are now: a sequence failing for a reason outside it (a
+    /// node an earlier one left down or busy, a loaded machine) says so.
     pub(crate) fn story(&self) -> String {
         let mut story = self.log.join("\n");
         story.push_str("\nmodel notes:\n");
         story.push_str(&self.model.notes.join("\n"));
+        story.push_str("\nnodes now:\n");
+        for (index, node) in self.cluster.nodes().iter().enumerate() {
+            let state = if self.paused[index] {
+                "paused".to_owned()
+            } else if !node.is_running() {
+                "down".to_owned()
+            } else {
+                node_stats(node)
+            };
+            story.push_str(&format!("n{index}: {state}\n"));
+        }
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        story.push_str(&format!("load average: {}", load.trim()));
         story
     }
 
@@ -581,7 +596,10 @@ impl System {
             .unwrap_or_default()
             + Duration::from_millis(50);
         std::thread::sleep(wait);
-        self.cluster.restart(node);
+        self.cluster
+            .node(node)
+            .try_restart()
+            .map_err(|err| format!("n{node}: the restart failed: {err}"))?;
         // A cluster-mode server answers `CLUSTERDOWN` for a moment after it starts (Redis
         // waits before a restarted master takes writes): it is back once its cluster is ok.
         if self.members.iter().any(|url| is_cluster_url(url))
@@ -855,11 +873,15 @@ impl System {
 }
 
 impl Drop for System {
-    /// After a failure too: the shared masters are left running and answering.
+    /// After a failure too: the shared masters are left running and answering (a node whose
+    /// restart failed is started again, or the next sequence says it is down).
     fn drop(&mut self) {
         for node in 0..NODES {
             if self.paused[node] {
                 self.cluster.resume(node);
+            }
+            if !self.cluster.node(node).is_running() {
+                let _ = self.cluster.node(node).try_restart();
             }
         }
         self.guards.clear();
@@ -868,6 +890,38 @@ impl Drop for System {
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
+    }
+}
+
+/// A running node's client count, request rate and CPU time, from `INFO`.
+fn node_stats(node: &redlock_testkit::RedisServer) -> String {
+    let info = node
+        .try_connection()
+        .map_err(|err| err.to_string())
+        .and_then(|mut connection| {
+            redis::cmd("INFO")
+                .arg("clients")
+                .arg("stats")
+                .arg("cpu")
+                .query::<String>(&mut connection)
+                .map_err(|err| err.to_string())
+        });
+    match info {
+        Ok(info) => [
+            "connected_clients",
+            "instantaneous_ops_per_sec",
+            "used_cpu_sys",
+            "used_cpu_user",
+        ]
+        .iter()
+        .filter_map(|field| {
+            info.lines()
+                .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+                .map(|value| format!("{field} {}", value.trim()))
+        })
+        .collect::<Vec<_>>()
+        .join(", "),
+        Err(err) => format!("not answering: {err}"),
     }
 }
 
