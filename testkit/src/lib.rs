@@ -7,10 +7,11 @@
 //! they record. The lock comes from the package that drives it: `redlock-tests` (`tests/`), with
 //! the cross-crate scenarios, the fault-injection suite and its worker binaries.
 //!
-//! Each server listens on a free `127.0.0.1` port below the kernel's ephemeral range (so no
-//! client's outgoing connection can hold it while the server restarts), keeps nothing on disk,
-//! logs to a temporary directory and is killed when dropped; a failing test prints the server
-//! log's tail.
+//! Each server listens on a free `127.0.0.1` port, below the kernel's ephemeral range when that
+//! starts above 10000 (so no client's outgoing connection can hold it while the server
+//! restarts), and kept from the process's other servers until it drops. It keeps nothing on
+//! disk, logs to a temporary directory and is killed when dropped; a failing test prints the
+//! server log's tail.
 //!
 //! It needs `redis-server` on `PATH`, or its path in `REDIS_SERVER_BIN`
 //! (see [`HarnessError::RedisServerMissing`] for how to install it).

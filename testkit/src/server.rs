@@ -1,5 +1,6 @@
 //! One real `redis-server` process on a free loopback port, with fault injection.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs::{self, OpenOptions};
@@ -106,7 +107,7 @@ impl RedisServerBuilder {
         self
     }
 
-    /// Passes `FLAG PORT` with a second free port of its own, such as `--cluster-port` for a
+    /// Passes `FLAG PORT` with an extra free port of its own, such as `--cluster-port` for a
     /// cluster bus. Like the client port, it is picked afresh on each attempt to start (another
     /// process may take it first) and kept across [`RedisServer::restart`].
     pub fn port_arg(mut self, flag: impl Into<OsString>) -> Self {
@@ -174,17 +175,14 @@ impl RedisServerBuilder {
         };
         let mut last_tail = String::new();
         for _ in 0..PORT_ATTEMPTS {
-            let port = free_port()?;
-            let extra_ports = self
-                .port_args
-                .iter()
-                .map(|_| free_port())
-                .collect::<Result<Vec<_>, _>>()?;
+            let ports = Reservation::take(1 + self.port_args.len())?;
+            let (port, extra_ports) = (ports.0[0], ports.0[1..].to_vec());
             match launcher.launch(port, &extra_ports)? {
                 Launch::Ready(child) => {
                     return Ok(RedisServer {
                         port,
                         extra_ports,
+                        _ports: ports,
                         launcher,
                         state: Mutex::new(State {
                             child: Some(child),
@@ -237,6 +235,8 @@ pub struct RedisServer {
     port: u16,
     /// The ports given to the builder's [`port_arg`](RedisServerBuilder::port_arg)s, in order.
     extra_ports: Vec<u16>,
+    /// Its ports, kept from other servers of this process until it drops (across restarts).
+    _ports: Reservation,
     launcher: Launcher,
     state: Mutex<State>,
 }
@@ -679,38 +679,85 @@ impl Launcher {
     }
 }
 
-/// A port that was free a moment ago; the caller retries if someone takes it meanwhile.
+/// Ports given to this process's servers, each theirs until the server drops: a killed server
+/// keeps its ports for its restart, and no other server of this process is given them meanwhile.
+static RESERVED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// Ports reserved for one server, or one attempt to start it; released on drop.
+#[derive(Debug)]
+struct Reservation(Vec<u16>);
+
+impl Reservation {
+    /// `count` distinct ports, free a moment ago and reserved for this process's server.
+    fn take(count: usize) -> Result<Self, HarnessError> {
+        let mut reservation = Reservation(Vec::with_capacity(count));
+        for _ in 0..count {
+            reservation.0.push(free_port()?);
+        }
+        Ok(reservation)
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut reserved = RESERVED.lock().unwrap_or_else(PoisonError::into_inner);
+        for port in &self.0 {
+            reserved.remove(port);
+        }
+    }
+}
+
+/// A port that was free a moment ago and that no other server of this process holds, now
+/// reserved; the caller retries if another process takes it meanwhile.
 ///
-/// Drawn below the kernel's ephemeral range when there is room: outgoing connections take their
-/// local ports from that range, so none can hold a killed server's port while it restarts (a
-/// client reconnecting to a dead loopback port can even connect to itself on it), and none can
-/// take a port between the check here and the server's bind.
+/// Drawn below the kernel's ephemeral range when there is room (see [`listening_range`]):
+/// outgoing connections take their local ports from that range, so none can take a port between
+/// the check here and the server's bind, or hold a killed server's port while it restarts (a
+/// client reconnecting to a dead loopback port can even connect to itself on it). Servers of
+/// other processes can still take one first: the start is then tried again on new ports.
 fn free_port() -> Result<u16, HarnessError> {
+    let mut reserved = RESERVED.lock().unwrap_or_else(PoisonError::into_inner);
     let (first, end) = listening_range();
-    for _ in 0..(if first < end { 64 } else { 0 }) {
+    let draws = if first < end { 64 } else { 0 };
+    for _ in 0..draws {
         let port = fastrand::u16(first..end);
-        if TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)).is_ok() {
+        if !reserved.contains(&port)
+            && TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)).is_ok()
+        {
+            reserved.insert(port);
             return Ok(port);
         }
     }
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(|source| HarnessError::Io {
-            context: "could not bind 127.0.0.1:0 to find a free port".to_owned(),
-            source,
-        })
+    // No room below the ephemeral range (or no free port there): any port the kernel gives.
+    for _ in 0..64 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .map_err(|source| HarnessError::Io {
+                context: "could not bind 127.0.0.1:0 to find a free port".to_owned(),
+                source,
+            })?;
+        if reserved.insert(port) {
+            return Ok(port);
+        }
+    }
+    Err(HarnessError::Io {
+        context: "every free port the kernel offered is reserved by this process".to_owned(),
+        source: io::Error::from(io::ErrorKind::AddrInUse),
+    })
 }
 
 /// The ports servers are started on: from 10000 up to the start of the kernel's ephemeral range
-/// (`ip_local_port_range`, 32768 by default); empty if that range starts lower.
+/// (`ip_local_port_range`, 32768 by default), and below 30000, where Kubernetes' node ports begin
+/// (kube-proxy may answer on them without a listening socket); empty if there is no room.
 fn listening_range() -> (u16, u16) {
     const FIRST: u16 = 10_000;
+    const NODE_PORTS: u16 = 30_000;
     let ephemeral_start = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
         .unwrap_or(32_768);
-    (FIRST, ephemeral_start.max(FIRST))
+    (FIRST, ephemeral_start.clamp(FIRST, NODE_PORTS))
 }
 
 fn file_len(path: &Path) -> usize {

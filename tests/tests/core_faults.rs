@@ -219,26 +219,29 @@ async fn script_flush_between_operations_is_invisible() {
 
 #[tokio::test]
 async fn a_script_sent_again_after_noscript_is_confirmed_by_a_wait_of_its_own() {
-    // The replica syncs at once, not after the default 5 s of waiting for more of them.
+    // The replica syncs at once, not after the default 5 s of waiting for more of them; the
+    // master pings it rarely (a ping is a write the paused replica would not acknowledge).
     let master = RedisServer::builder()
         .args(["--repl-diskless-sync-delay", "0"])
+        .args(["--repl-ping-replica-period", "60"])
         .start();
     let replica = RedisServer::builder()
         .arg("--replicaof")
         .args(["127.0.0.1", master.port().to_string().as_str()])
         .start();
     assert!(
-        eventually(Duration::from_secs(10), || replica_acknowledged_all(
+        eventually(Duration::from_secs(10), || replica_confirms_a_write(
             &master
         )),
         "the replica syncs"
     );
+    // Room for two `WAIT`s of a second each (the one after `NOSCRIPT`, the resent one's).
     let client = Redlock::new(RedlockConfig {
-        node_timeout: Some(Duration::from_secs(2)),
+        node_timeout: Some(Duration::from_secs(3)),
         retry: RetryPolicy::none(),
         replica_acks: Some(ReplicaAcks {
             replicas: 1,
-            timeout: Duration::from_millis(500),
+            timeout: Duration::from_secs(1),
         }),
         ..RedlockConfig::with_nodes(vec![master.url()])
     })
@@ -250,10 +253,10 @@ async fn a_script_sent_again_after_noscript_is_confirmed_by_a_wait_of_its_own() 
         .await
         .expect("confirmed");
 
-    // The master forgets its scripts and the replica stops acknowledging. The `WAIT` after the
-    // refused `EVALSHA` confirms nothing new (this connection's last write, the first
-    // acquisition, is on the replica already) and answers 1 at once; only a `WAIT` after the
-    // script sent again by source can tell that its write reached no replica.
+    // The master forgets its scripts and the replica stops acknowledging once it has all the
+    // master sent. The `WAIT` after the refused `EVALSHA` asks for nothing new (Redis 7 counts
+    // up to the master's offset then) and answers 1 at once; only a `WAIT` after the script
+    // sent again by source can tell that its write reached no replica.
     redis::cmd("SCRIPT")
         .arg("FLUSH")
         .exec(&mut master.connection())
@@ -262,7 +265,7 @@ async fn a_script_sent_again_after_noscript_is_confirmed_by_a_wait_of_its_own() 
         eventually(Duration::from_secs(10), || replica_acknowledged_all(
             &master
         )),
-        "the replica acknowledges every write so far"
+        "the replica acknowledges the whole replication stream"
     );
     replica.stop();
     let refused = client.acquire("acks:second", LEASE).await;
@@ -292,6 +295,13 @@ async fn a_script_sent_again_after_noscript_is_confirmed_by_a_wait_of_its_own() 
         left()
     );
 
+    assert!(
+        eventually_async(Duration::from_secs(10), || replica_confirms_a_write(
+            &master
+        ))
+        .await,
+        "the replica acknowledges again once resumed"
+    );
     let second = client
         .acquire("acks:second", LEASE)
         .await
@@ -300,27 +310,44 @@ async fn a_script_sent_again_after_noscript_is_confirmed_by_a_wait_of_its_own() 
     client.release(&first).await.expect("release");
 }
 
-/// Whether the master's only replica is online and has acknowledged the whole replication
-/// stream (replicas acknowledge once a second, and at once when a `WAIT` asks; after a diskless
-/// sync the master sends the stream only from the replica's first acknowledgement).
+/// Whether the master's replica acknowledges a write of ours within a second (and so every
+/// write before it). After a diskless sync a replica gets the replication stream only from its
+/// first acknowledgement, up to a second later: this waits through that too.
+fn replica_confirms_a_write(master: &RedisServer) -> bool {
+    let mut connection = master.connection();
+    redis::cmd("SET")
+        .arg("replication-probe")
+        .arg(1)
+        .exec(&mut connection)
+        .expect("SET");
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(1000)
+        .query(&mut connection)
+        .expect("WAIT");
+    acked >= 1
+}
+
+/// Whether the master's replica has acknowledged its whole replication stream, up to the
+/// master's offset (replicas acknowledge once a second, and at once when a `WAIT` asks; a
+/// `WAIT` that asks sends the request down the stream, which the next acknowledgement covers).
 fn replica_acknowledged_all(master: &RedisServer) -> bool {
     let info: String = redis::cmd("INFO")
         .arg("replication")
         .query(&mut master.connection())
         .expect("INFO replication");
-    let field = |line: &str, name: &str| -> Option<i64> {
-        line.split([',', ':'])
-            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
-    };
-    let written = info.lines().find_map(|line| {
+    let sent = info.lines().find_map(|line| {
         line.strip_prefix("master_repl_offset:")?
             .trim()
-            .parse()
+            .parse::<i64>()
             .ok()
     });
-    let acked = info
+    let acknowledged = info
         .lines()
-        .find(|line| line.starts_with("slave0:") && line.contains("state=online"))
-        .and_then(|line| field(line, "offset"));
-    written.is_some() && written == acked
+        .find_map(|line| line.strip_prefix("slave0:"))
+        .and_then(|line| {
+            line.split(',')
+                .find_map(|pair| pair.strip_prefix("offset=")?.parse::<i64>().ok())
+        });
+    sent.is_some() && sent == acknowledged
 }

@@ -149,16 +149,18 @@ fn restart_waits_for_its_port_to_be_free() {
 /// it can never find its port held by a client when it restarts.
 #[test]
 fn servers_listen_below_the_ephemeral_port_range() {
-    let ephemeral_start: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .expect("the kernel's ephemeral port range")
-        .split_whitespace()
-        .next()
-        .and_then(|first| first.parse().ok())
-        .expect("a port number");
+    let Some(ephemeral_start) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+    else {
+        eprintln!("skipped: the kernel's ephemeral port range is not readable");
+        return;
+    };
     if ephemeral_start <= 10_000 {
         eprintln!("skipped: the ephemeral range starts at {ephemeral_start}, no room below it");
         return;
     }
+    let end = ephemeral_start.min(30_000);
     let server = RedisServer::builder()
         .args(["--cluster-enabled", "yes"])
         .port_arg("--cluster-port")
@@ -166,8 +168,8 @@ fn servers_listen_below_the_ephemeral_port_range() {
     let bus = server.arg_port("--cluster-port").expect("a bus port");
     for port in [server.port(), bus] {
         assert!(
-            (10_000..ephemeral_start).contains(&port),
-            "port {port} is outside 10000..{ephemeral_start}"
+            (10_000..end).contains(&port),
+            "port {port} is outside 10000..{end}"
         );
     }
 }

@@ -61,15 +61,20 @@ impl StateMachineTest for LockModel {
     /// lost signal may record a loss in the model).
     fn apply(mut system: System, _: &Drawn, step: Step) -> System {
         if let Err(violation) = system.apply(&step).and_then(|()| system.check()) {
-            panic!("{violation}\nsteps so far:\n{}", system.story());
+            panic!(
+                "{violation}\nsteps so far:\n{}\n{}",
+                system.story(),
+                system.surroundings()
+            );
         }
         system
     }
 
     fn teardown(system: System, _: Drawn) {
-        let story = system.story();
+        let (story, servers) = (system.story(), system.servers());
         if let Err(violation) = system.quiesce() {
-            panic!("at quiescence: {violation}\nsteps:\n{story}");
+            let surroundings = system::surroundings(&servers, &[false; NODES]);
+            panic!("at quiescence: {violation}\nsteps:\n{story}\n{surroundings}");
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The system under test: two real `LockClient`s on three real masters, three owners, their
 //! guards, and the faults; each step runs here and its outcome goes to the model.
 
+use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,8 +11,8 @@ use redlock_reentrant::{
     is_cluster_url, LockClient, LockGuard, LockOwner, RLock, RenewedLease, RetryPolicy,
 };
 use redlock_testkit::{
-    client_connections, eventually, kill_pubsub_clients, pubsub_clients, shard_subscribers,
-    subscribers, RedisCluster,
+    client_connections, cluster_ok, eventually, kill_pubsub_clients, pubsub_clients,
+    shard_subscribers, subscribers, RedisCluster,
 };
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, oneshot};
@@ -168,27 +169,22 @@ impl System {
             .map_err(|_| format!("a{actor}: the step panicked"))
     }
 
-    /// The log of the steps so far and what they observed, for a failure's message, then the
-    /// nodes and the machine as they are now: a sequence failing for a reason outside it (a
-    /// node an earlier one left down or busy, a loaded machine) says so.
+    /// The log of the steps so far and what they observed, for a failure's message.
     pub(crate) fn story(&self) -> String {
         let mut story = self.log.join("\n");
         story.push_str("\nmodel notes:\n");
         story.push_str(&self.model.notes.join("\n"));
-        story.push_str("\nnodes now:\n");
-        for (index, node) in self.cluster.nodes().iter().enumerate() {
-            let state = if self.paused[index] {
-                "paused".to_owned()
-            } else if !node.is_running() {
-                "down".to_owned()
-            } else {
-                node_stats(node)
-            };
-            story.push_str(&format!("n{index}: {state}\n"));
-        }
-        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-        story.push_str(&format!("load average: {}", load.trim()));
         story
+    }
+
+    /// The nodes and the machine as they are now, for a failure's message.
+    pub(crate) fn surroundings(&self) -> String {
+        surroundings(&self.cluster, &self.paused)
+    }
+
+    /// The servers, which outlive the sequence.
+    pub(crate) fn servers(&self) -> Arc<RedisCluster> {
+        Arc::clone(&self.cluster)
     }
 
     /// Runs one step and hands its outcome to the model.
@@ -604,7 +600,7 @@ impl System {
         // waits before a restarted master takes writes): it is back once its cluster is ok.
         if self.members.iter().any(|url| is_cluster_url(url))
             && !eventually(Duration::from_secs(10), || {
-                redlock_testkit::cluster_ok(self.cluster.node(node))
+                cluster_ok(self.cluster.node(node))
             })
         {
             return Err(format!(
@@ -877,11 +873,25 @@ impl Drop for System {
     /// restart failed is started again, or the next sequence says it is down).
     fn drop(&mut self) {
         for node in 0..NODES {
+            let server = self.cluster.node(node);
             if self.paused[node] {
-                self.cluster.resume(node);
+                // Not `resume`: a panic while unwinding would abort, leaving every server running.
+                let _ = server.try_resume();
             }
-            if !self.cluster.node(node).is_running() {
-                let _ = self.cluster.node(node).try_restart();
+            if !server.is_running() {
+                let restarted = server.try_restart().map_err(|err| err.to_string());
+                let back = restarted.and_then(|()| {
+                    let cluster = self.members.iter().any(|url| is_cluster_url(url));
+                    (!cluster || eventually(Duration::from_secs(10), || cluster_ok(server)))
+                        .then_some(())
+                        .ok_or_else(|| "its cluster is not ok 10 s after the restart".to_owned())
+                });
+                if let Err(err) = back {
+                    let _ = std::io::Write::write_all(
+                        &mut std::io::stderr(),
+                        format!("model: n{node} left down: {err}\n").as_bytes(),
+                    );
+                }
             }
         }
         self.guards.clear();
@@ -891,6 +901,25 @@ impl Drop for System {
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
     }
+}
+
+/// The nodes and the machine as they are now, for a failure's message: a sequence failing for
+/// a reason outside it (a node an earlier one left down or busy, a loaded machine) says so.
+pub(crate) fn surroundings(cluster: &RedisCluster, paused: &[bool; NODES]) -> String {
+    let mut story = String::from("nodes now:\n");
+    for (index, node) in cluster.nodes().iter().enumerate() {
+        let state = if paused[index] {
+            "paused".to_owned()
+        } else if !node.is_running() {
+            "down".to_owned()
+        } else {
+            node_stats(node)
+        };
+        let _ = writeln!(story, "n{index}: {state}");
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let _ = write!(story, "load average: {}", load.trim());
+    story
 }
 
 /// A running node's client count, request rate and CPU time, from `INFO`.
