@@ -93,6 +93,16 @@ impl System {
         let clients: Vec<LockClient> = (0..CLIENTS)
             .map(|_| runtime.block_on(new_client(&members)))
             .collect();
+        // Every member connected before the first step: `build` returns once a majority answers
+        // and connects the others in the background, which a step must not wait on.
+        for client in &clients {
+            let readiness = runtime.block_on(client.readiness());
+            let failures: Vec<String> = readiness.failures().map(ToString::to_string).collect();
+            assert!(
+                failures.is_empty(),
+                "members not answering at the start: {failures:?}"
+            );
+        }
         let actors = (0..ACTORS)
             .map(|actor| {
                 if actor == 1 {
