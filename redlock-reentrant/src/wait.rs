@@ -1,11 +1,13 @@
 //! Waiting for a lock: attempts until acquired, sleeping between them until a release is
 //! announced (see `wakeup`), the holder's lease runs out, or a paced retry is due.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use redlock_core::telemetry::{self, AcquisitionOutcome, GaugeUnit};
 use redlock_core::Error;
+use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -120,15 +122,9 @@ async fn wait_for_grant(
                 };
                 // A release, or the subscription confirmed again after an outage (a failover),
                 // ends the pause early: the masters may be answering again.
-                let woken = async {
-                    match notified {
-                        Some(notified) => notified.await,
-                        None => std::future::pending().await,
-                    }
-                };
                 tokio::select! {
                     biased;
-                    () = woken => {
+                    () = heard(notified) => {
                         waiting.owes_wakeup = true;
                         interrupted_pause = Some(until);
                     }
@@ -156,7 +152,7 @@ async fn wait_for_grant(
         };
         tokio::select! {
             biased;
-            () = async { if let Some(n) = notified { n.await } } => {
+            () = heard(notified) => {
                 waiting.owes_wakeup = true;
             }
             () = sleep => {
@@ -165,6 +161,15 @@ async fn wait_for_grant(
                 }
             }
         }
+    }
+}
+
+/// Resolves when the subscription wakes this waiter (a release, or the subscription confirmed
+/// again); never without a subscription.
+async fn heard(notified: Option<Pin<Box<Notified<'_>>>>) {
+    match notified {
+        Some(notified) => notified.await,
+        None => std::future::pending().await,
     }
 }
 

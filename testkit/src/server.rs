@@ -175,14 +175,11 @@ impl RedisServerBuilder {
         };
         let mut last_tail = String::new();
         for _ in 0..PORT_ATTEMPTS {
-            let ports = Reservation::take(1 + self.port_args.len())?;
-            let (port, extra_ports) = (ports.0[0], ports.0[1..].to_vec());
-            match launcher.launch(port, &extra_ports)? {
+            let ports = Reservation::take(self.port_args.len())?;
+            match launcher.launch(&ports)? {
                 Launch::Ready(child) => {
                     return Ok(RedisServer {
-                        port,
-                        extra_ports,
-                        _ports: ports,
+                        ports,
                         launcher,
                         state: Mutex::new(State {
                             child: Some(child),
@@ -232,11 +229,8 @@ impl RedisServerBuilder {
 /// ```
 #[derive(Debug)]
 pub struct RedisServer {
-    port: u16,
-    /// The ports given to the builder's [`port_arg`](RedisServerBuilder::port_arg)s, in order.
-    extra_ports: Vec<u16>,
     /// Its ports, kept from other servers of this process until it drops (across restarts).
-    _ports: Reservation,
+    ports: Reservation,
     launcher: Launcher,
     state: Mutex<State>,
 }
@@ -276,19 +270,19 @@ impl RedisServer {
 
     /// The TCP port; it stays the same across [`restart`](Self::restart).
     pub fn port(&self) -> u16 {
-        self.port
+        self.ports.client()
     }
 
     /// The port passed with `flag`, one of the builder's [`port_arg`](RedisServerBuilder::port_arg)s
     /// (`None` for any other flag); it stays the same across [`restart`](Self::restart).
     pub fn arg_port(&self, flag: &str) -> Option<u16> {
         let position = self.launcher.port_args.iter().position(|f| *f == *flag)?;
-        self.extra_ports.get(position).copied()
+        self.ports.extra().get(position).copied()
     }
 
     /// `redis://127.0.0.1:PORT`, without credentials.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        format!("redis://127.0.0.1:{}", self.port())
     }
 
     /// `redis://[USER]:PASSWORD@127.0.0.1:PORT`, user and password percent-encoded.
@@ -297,7 +291,7 @@ impl RedisServer {
             "redis://{}:{}@127.0.0.1:{}",
             percent_encode(username.unwrap_or("")),
             percent_encode(password),
-            self.port
+            self.port()
         )
     }
 
@@ -376,7 +370,7 @@ impl RedisServer {
         let child = state
             .child
             .as_ref()
-            .ok_or(HarnessError::NotRunning { port: self.port })?;
+            .ok_or(HarnessError::NotRunning { port: self.port() })?;
         let pid = child.id();
         send(pid, Signal::SIGSTOP)?;
         state.stopped = true;
@@ -393,7 +387,7 @@ impl RedisServer {
                 Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_) => {
                     state.child = None;
                     state.stopped = false;
-                    return Err(HarnessError::NotRunning { port: self.port });
+                    return Err(HarnessError::NotRunning { port: self.port() });
                 }
                 Ok(_) => return Ok(()),
             }
@@ -411,7 +405,7 @@ impl RedisServer {
         let child = state
             .child
             .as_ref()
-            .ok_or(HarnessError::NotRunning { port: self.port })?;
+            .ok_or(HarnessError::NotRunning { port: self.port() })?;
         if state.stopped {
             send(child.id(), Signal::SIGCONT)?;
             state.stopped = false;
@@ -432,7 +426,7 @@ impl RedisServer {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            match self.launcher.launch(self.port, &self.extra_ports)? {
+            match self.launcher.launch(&self.ports)? {
                 Launch::Ready(child) => {
                     state.child = Some(child);
                     state.stopped = false;
@@ -483,7 +477,7 @@ impl RedisServer {
         self.try_connection().unwrap_or_else(|e| {
             panic!(
                 "could not connect to redis-server on port {}: {}",
-                self.port,
+                self.port(),
                 report(&e)
             )
         })
@@ -509,7 +503,7 @@ impl RedisServer {
     fn fail(&self, action: &str, error: &HarnessError) -> ! {
         panic!(
             "could not {action} redis-server on port {}: {}\nlog tail:\n{}",
-            self.port,
+            self.port(),
             report(error),
             self.log_tail(LOG_TAIL_LINES)
         )
@@ -520,9 +514,9 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         if thread::panicking() {
             let tail = self.log_tail(LOG_TAIL_LINES);
-            let mut out = format!("--- redis-server on port {} (log tail) ---\n", self.port);
+            let mut out = format!("--- redis-server on port {} (log tail) ---\n", self.port());
             for line in tail.lines() {
-                let _ = writeln!(out, "[redis:{}] {line}", self.port);
+                let _ = writeln!(out, "[redis:{}] {line}", self.port());
             }
             // Not `eprint!`: with stderr closed it would panic again, abort the process and leave
             // this server (and any other not yet dropped) running.
@@ -563,9 +557,10 @@ impl Launcher {
         self.dir.path().join("stderr.log")
     }
 
-    /// Spawns redis-server on `port`, with `extra_ports` for the port arguments, and waits until
-    /// it answers PING or exits.
-    fn launch(&self, port: u16, extra_ports: &[u16]) -> Result<Launch, HarnessError> {
+    /// Spawns redis-server on its `ports` (the client port, then one per port argument) and
+    /// waits until it answers PING or exits.
+    fn launch(&self, ports: &Reservation) -> Result<Launch, HarnessError> {
+        let port = ports.client();
         let log_path = self.log_path();
         // Only what this run writes counts: the log is appended to across restarts.
         let log_start = file_len(&log_path);
@@ -592,7 +587,7 @@ impl Launcher {
         if let Some(password) = &self.password {
             command.arg("--requirepass").arg(password);
         }
-        for (flag, extra_port) in self.port_args.iter().zip(extra_ports) {
+        for (flag, extra_port) in self.port_args.iter().zip(ports.extra()) {
             command.arg(flag).arg(extra_port.to_string());
         }
         command
@@ -683,18 +678,28 @@ impl Launcher {
 /// keeps its ports for its restart, and no other server of this process is given them meanwhile.
 static RESERVED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
-/// Ports reserved for one server, or one attempt to start it; released on drop.
+/// Ports reserved for one server, or one attempt to start it: its client port, then one per
+/// port argument. Released on drop.
 #[derive(Debug)]
 struct Reservation(Vec<u16>);
 
 impl Reservation {
-    /// `count` distinct ports, free a moment ago and reserved for this process's server.
-    fn take(count: usize) -> Result<Self, HarnessError> {
-        let mut reservation = Reservation(Vec::with_capacity(count));
-        for _ in 0..count {
+    /// A client port and `extra` more, distinct, free a moment ago, and reserved.
+    fn take(extra: usize) -> Result<Self, HarnessError> {
+        let mut reservation = Reservation(Vec::with_capacity(1 + extra));
+        for _ in 0..=extra {
             reservation.0.push(free_port()?);
         }
         Ok(reservation)
+    }
+
+    fn client(&self) -> u16 {
+        self.0[0]
+    }
+
+    /// The ports of the port arguments, in order.
+    fn extra(&self) -> &[u16] {
+        &self.0[1..]
     }
 }
 

@@ -602,23 +602,27 @@ impl System {
             .unwrap_or_default()
             + Duration::from_millis(50);
         std::thread::sleep(wait);
-        self.cluster
-            .node(node)
+        self.bring_back(node)?;
+        self.model.fault_ends();
+        Ok(format!("restarted after {wait:?}"))
+    }
+
+    /// Restarts a node (empty) and waits until it takes writes again.
+    fn bring_back(&self, node: usize) -> Result<(), String> {
+        let server = self.cluster.node(node);
+        server
             .try_restart()
             .map_err(|err| format!("n{node}: the restart failed: {err}"))?;
         // A cluster-mode server answers `CLUSTERDOWN` for a moment after it starts (Redis
         // waits before a restarted master takes writes): it is back once its cluster is ok.
         if self.members.iter().any(|url| is_cluster_url(url))
-            && !eventually(Duration::from_secs(10), || {
-                cluster_ok(self.cluster.node(node))
-            })
+            && !eventually(Duration::from_secs(10), || cluster_ok(server))
         {
             return Err(format!(
                 "n{node}: its cluster is not ok 10 s after the restart"
             ));
         }
-        self.model.fault_ends();
-        Ok(format!("restarted after {wait:?}"))
+        Ok(())
     }
 
     fn shutdown(&mut self, client: usize) -> Result<String, String> {
@@ -889,17 +893,10 @@ impl Drop for System {
                 let _ = server.try_resume();
             }
             if !server.is_running() {
-                let restarted = server.try_restart().map_err(|err| err.to_string());
-                let back = restarted.and_then(|()| {
-                    let cluster = self.members.iter().any(|url| is_cluster_url(url));
-                    (!cluster || eventually(Duration::from_secs(10), || cluster_ok(server)))
-                        .then_some(())
-                        .ok_or_else(|| "its cluster is not ok 10 s after the restart".to_owned())
-                });
-                if let Err(err) = back {
+                if let Err(err) = self.bring_back(node) {
                     let _ = std::io::Write::write_all(
                         &mut std::io::stderr(),
-                        format!("model: n{node} left down: {err}\n").as_bytes(),
+                        format!("model: left down: {err}\n").as_bytes(),
                     );
                 }
             }
