@@ -8,7 +8,8 @@
 //!   stopped job acts on it), and stops or continues the job when redlock asks ([`STOP_JOB`],
 //!   [`CONTINUE_JOB`]). The job is the command and its descendants in the session: a signal
 //!   goes to the command's group, to any group a process of the job made (`timeout(1)` inside
-//!   a script makes one), and to each other such descendant;
+//!   a script makes one), and to each other such descendant, so that each process gets it
+//!   once (a job may take a second SIGINT or SIGTERM as "stop now");
 //! - asks the kernel for a signal when redlock dies (Linux `PR_SET_PDEATHSIG`), and checks
 //!   every second besides; when redlock is gone, it SIGKILLs the job. That reaches setuid
 //!   programs that keep the caller as their real user, which a parent-death signal set on the
@@ -194,12 +195,15 @@ fn job_left(session: Pid) -> bool {
         .any(|descendant| descendant.session == session)
 }
 
-/// Sends `signals`, in order, to every process of the job: the process groups the job made
-/// (the command's own while it has members, and any a process of it made, as `timeout(1)`
-/// does), and each other descendant in the session. A stop or a kill is sent again until a
-/// look finds no process it did not reach (one forked meanwhile).
+/// Sends `signals`, in order, to every process of the job, once each: to the process groups
+/// the job made (the command's own while it has members, and any a process of it made, as
+/// `timeout(1)` does) as a whole, and to each other process of the job by its pid
+/// ([`Delivery::aim`] decides). A stop or a kill is sent again, to what the last look had not
+/// reached, until a look finds no such process (one forked meanwhile by a process not stopped
+/// or killed yet). Other signals are sent once: a process forked after them by one that got
+/// them did not exist when they were passed on.
 fn signal_job(command: Pid, command_alive: bool, session: Pid, signals: &[Signal]) {
-    let rounds = if signals
+    let looks = if signals
         .iter()
         .any(|signal| matches!(signal, Signal::SIGSTOP | Signal::SIGKILL))
     {
@@ -207,39 +211,97 @@ fn signal_job(command: Pid, command_alive: bool, session: Pid, signals: &[Signal
     } else {
         1
     };
-    let mut reached: Vec<Pid> = Vec::new();
-    for _ in 0..rounds {
+    let mut delivery = Delivery::default();
+    for _ in 0..looks {
         let job: Vec<procfs::Descendant> = procfs::descendants()
             .into_iter()
             .filter(|descendant| descendant.session == session)
             .collect();
-        if !reached.is_empty() && job.iter().all(|process| reached.contains(&process.pid)) {
+        let targets = delivery.aim(command, command_alive, &job);
+        if targets.is_empty() {
             return;
         }
-        // A group is signalled as a whole only if the job made it: its leader is (or was,
-        // while it has members of the job) a process of the job. The command's group id
-        // cannot be reused while a process is in it.
-        let made_by_the_job = |group: Pid| {
-            (group == command && (command_alive || job.iter().any(|p| p.group == command)))
-                || job.iter().any(|process| process.pid == group)
-        };
         for signal in signals {
-            if command_alive {
-                let _ = killpg(command, *signal);
-            }
-            let mut groups: Vec<Pid> = Vec::new();
-            for process in &job {
-                if made_by_the_job(process.group) {
-                    if !groups.contains(&process.group) {
-                        groups.push(process.group);
-                        let _ = killpg(process.group, *signal);
-                    }
-                } else {
-                    let _ = kill(process.pid, *signal);
-                }
+            for target in &targets {
+                let _ = match *target {
+                    Target::Group(group) => killpg(group, *signal),
+                    Target::Process(pid) => kill(pid, *signal),
+                };
             }
         }
-        reached.extend(job.iter().map(|process| process.pid));
+    }
+}
+
+/// Where a signal is sent: a whole process group, or one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Group(Pid),
+    Process(Pid),
+}
+
+/// One delivery of signals to the job, over the looks it takes: what it has reached so far,
+/// so that no process gets them twice.
+#[derive(Debug, Default)]
+struct Delivery {
+    /// The groups sent to as a whole.
+    groups: Vec<Pid>,
+    /// The processes seen in a look, and so reached (by their group, or by their pid).
+    reached: Vec<Pid>,
+}
+
+impl Delivery {
+    /// The targets that reach each process of `job` (a look) not reached yet, once; records
+    /// them as reached. A group goes whole if the job made it (its leader is in the job; the
+    /// command's while the command is not collected or a process is in it, even if the look
+    /// missed the command) and holds no process reached by its pid before; each other process
+    /// not reached goes by its pid. A newcomer to a group sent to earlier was in it then, or was
+    /// forked after the signals by one that got them.
+    fn aim(
+        &mut self,
+        command: Pid,
+        command_alive: bool,
+        job: &[procfs::Descendant],
+    ) -> Vec<Target> {
+        let made_by_the_job = |group: Pid| {
+            (group == command
+                && (command_alive || job.iter().any(|process| process.group == command)))
+                || job.iter().any(|process| process.pid == group)
+        };
+        let mut groups: Vec<Pid> = Vec::new();
+        let candidates = command_alive
+            .then_some(command)
+            .into_iter()
+            .chain(job.iter().map(|process| process.group));
+        for group in candidates {
+            let holds_one_reached = job
+                .iter()
+                .any(|process| process.group == group && self.reached.contains(&process.pid));
+            if made_by_the_job(group)
+                && !holds_one_reached
+                && !self.groups.contains(&group)
+                && !groups.contains(&group)
+            {
+                groups.push(group);
+            }
+        }
+        let processes = job.iter().filter(|process| {
+            !self.reached.contains(&process.pid)
+                && !self.groups.contains(&process.group)
+                && !groups.contains(&process.group)
+        });
+        let targets: Vec<Target> = groups
+            .iter()
+            .copied()
+            .map(Target::Group)
+            .chain(processes.map(|process| Target::Process(process.pid)))
+            .collect();
+        self.groups.extend(groups);
+        for process in job {
+            if !self.reached.contains(&process.pid) {
+                self.reached.push(process.pid);
+            }
+        }
+        targets
     }
 }
 
@@ -259,5 +321,133 @@ fn reap(job: Pid, code: &mut Option<u8>) {
         if exited.0 == job && code.is_none() {
             *code = Some(exited.1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use procfs::Descendant;
+
+    fn process(pid: i32, group: i32) -> Descendant {
+        Descendant {
+            pid: Pid::from_raw(pid),
+            group: Pid::from_raw(group),
+            session: Pid::from_raw(1),
+        }
+    }
+
+    /// How many of `targets` reach each process of `job`.
+    fn deliveries(targets: &[Target], job: &[Descendant]) -> Vec<(i32, usize)> {
+        job.iter()
+            .map(|process| {
+                let reaching = targets
+                    .iter()
+                    .filter(|target| match target {
+                        Target::Group(group) => *group == process.group,
+                        Target::Process(pid) => *pid == process.pid,
+                    })
+                    .count();
+                (process.pid.as_raw(), reaching)
+            })
+            .collect()
+    }
+
+    fn once_each(job: &[Descendant]) -> Vec<(i32, usize)> {
+        job.iter()
+            .map(|process| (process.pid.as_raw(), 1))
+            .collect()
+    }
+
+    /// The command 10 with a child in its group; `timeout` (20) in a group it made, with its
+    /// child; 31 left in the group of 30, which exited (a group the job no longer leads).
+    fn a_job() -> Vec<Descendant> {
+        vec![
+            process(10, 10),
+            process(11, 10),
+            process(20, 20),
+            process(21, 20),
+            process(31, 30),
+        ]
+    }
+
+    #[test]
+    fn each_process_is_reached_once_by_its_group_or_its_pid() {
+        let job = a_job();
+        let targets = Delivery::default().aim(Pid::from_raw(10), true, &job);
+        assert_eq!(
+            targets,
+            [
+                Target::Group(Pid::from_raw(10)),
+                Target::Group(Pid::from_raw(20)),
+                Target::Process(Pid::from_raw(31)),
+            ]
+        );
+        assert_eq!(deliveries(&targets, &job), once_each(&job));
+    }
+
+    #[test]
+    fn the_checker_catches_the_command_group_sent_to_twice() {
+        // The defect this design replaced: the command's group signalled before the look,
+        // and again as a group of the look.
+        let job = a_job();
+        let mut targets = vec![Target::Group(Pid::from_raw(10))];
+        targets.extend(Delivery::default().aim(Pid::from_raw(10), true, &job));
+        assert_ne!(deliveries(&targets, &job), once_each(&job));
+        assert_eq!(deliveries(&targets, &job)[0], (10, 2));
+    }
+
+    #[test]
+    fn the_commands_group_is_reached_even_when_the_look_missed_the_command() {
+        let targets = Delivery::default().aim(Pid::from_raw(10), true, &[]);
+        assert_eq!(targets, [Target::Group(Pid::from_raw(10))]);
+    }
+
+    #[test]
+    fn the_commands_group_is_the_jobs_after_the_command_only_while_it_has_members() {
+        let command = Pid::from_raw(10);
+        let left = [process(11, 10)];
+        let targets = Delivery::default().aim(command, false, &left);
+        assert_eq!(targets, [Target::Group(command)]);
+        // Empty, its id may be another group's by now.
+        assert_eq!(Delivery::default().aim(command, false, &[]), []);
+    }
+
+    #[test]
+    fn a_later_look_reaches_only_the_processes_the_earlier_ones_did_not() {
+        let command = Pid::from_raw(10);
+        let mut delivery = Delivery::default();
+        let first = a_job();
+        delivery.aim(command, true, &first);
+        assert_eq!(delivery.aim(command, true, &first), [], "nothing new");
+        let mut second = first.clone();
+        // Forked into groups already sent to: they got it with their group.
+        second.push(process(12, 10));
+        second.push(process(22, 20));
+        // Forked by 31 before it got it: not in a group the job made, so by its pid.
+        second.push(process(32, 30));
+        // A new process leading a group of its own, with a member.
+        second.push(process(40, 40));
+        second.push(process(41, 40));
+        let targets = delivery.aim(command, true, &second);
+        assert_eq!(
+            targets,
+            [
+                Target::Group(Pid::from_raw(40)),
+                Target::Process(Pid::from_raw(32)),
+            ]
+        );
+        assert_eq!(delivery.aim(command, true, &second), [], "all reached");
+    }
+
+    #[test]
+    fn a_reached_process_that_makes_a_group_is_not_sent_to_again_with_it() {
+        let command = Pid::from_raw(10);
+        let mut delivery = Delivery::default();
+        delivery.aim(command, true, &[process(10, 10), process(31, 30)]);
+        // 31 (reached by its pid) now leads a group, and forked 32 into it.
+        let later = [process(10, 10), process(31, 31), process(32, 31)];
+        let targets = delivery.aim(command, true, &later);
+        assert_eq!(targets, [Target::Process(Pid::from_raw(32))]);
     }
 }

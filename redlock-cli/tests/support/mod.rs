@@ -15,6 +15,15 @@ use redlock_testkit::{eventually, RedisCluster};
 /// Long enough for anything a test waits on, on a busy machine.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
+/// The watchdog timeout of the tests that lose their lock on purpose (a force-unlock, a stop):
+/// short, so that the loss is noticed within seconds (at the next renewal, a third of it
+/// later), yet long enough that a process stalled by a busy machine does not lose it unasked.
+pub const WATCHDOG: &str = "10s";
+
+/// A node timeout with room for a busy machine, for the commands that take no lock (`status`,
+/// `unlock --force`): the one derived from their lease is 300 ms.
+pub const NODE_TIMEOUT: [&str; 2] = ["--node-timeout", "5s"];
+
 /// The busy exit code.
 pub const BUSY: i32 = 75;
 /// The no-quorum exit code.
@@ -180,12 +189,32 @@ impl Drop for Running {
 
 /// `redlock status NAME --json` (which must succeed).
 pub fn status(nodes: &[String], name: &str) -> serde_json::Value {
-    let done = finish(redlock(nodes).args(["status", name, "--json"]));
+    let done = finish(
+        redlock(nodes)
+            .args(["status", name, "--json"])
+            .args(NODE_TIMEOUT),
+    );
     done.assert_code(0);
     serde_json::from_str(done.stdout.trim()).unwrap_or_else(|err| panic!("{err}: {done:#?}"))
 }
 
-/// Whether a majority holds the lock `name`.
+/// `redlock unlock --force NAME --json` (which must succeed): whether it deleted the lock.
+pub fn force_unlock(nodes: &[String], name: &str) -> bool {
+    let done = finish(
+        redlock(nodes)
+            .args(["unlock", "--force", name, "--json"])
+            .args(NODE_TIMEOUT),
+    );
+    done.assert_code(0);
+    let answer: serde_json::Value =
+        serde_json::from_str(done.stdout.trim()).unwrap_or_else(|err| panic!("{err}: {done:#?}"));
+    answer["deleted"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("`deleted` is a boolean: {done:#?}"))
+}
+
+/// Whether a majority holds the lock `name` (a release returns once a majority let it go, so
+/// this is false as soon as a release returned).
 pub fn locked(nodes: &[String], name: &str) -> bool {
     status(nodes, name)["locked"]
         .as_bool()
@@ -287,6 +316,13 @@ fn stat_fields(pid: i32) -> Option<Vec<String>> {
 /// The state letter of process `pid` (`T` when stopped), if it exists.
 pub fn state_of(pid: i32) -> Option<String> {
     stat_fields(pid)?.into_iter().next()
+}
+
+/// The process group of process `pid`.
+pub fn group_of(pid: i32) -> i32 {
+    stat_fields(pid)
+        .and_then(|fields| fields.get(2)?.parse().ok())
+        .expect("the group of a live process")
 }
 
 /// The parent of process `pid`.
