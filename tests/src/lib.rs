@@ -69,6 +69,23 @@ pub async fn rounds_pass(watchdog: &Watchdog, rounds: u64) {
     assert!(passed, "the watchdog stopped running rounds");
 }
 
+/// Waits until no key matching `pattern` is left on any running node: a release, undo,
+/// force-unlock or shutdown is decided by a majority, and the other masters' deletes may still be
+/// on their way when it returns. `within` bounds the wait; pass a fraction of the lease (a third
+/// is plenty), so that a key left behind until its expiry still fails the test.
+///
+/// # Panics
+///
+/// If keys are still there after `within`, naming how many.
+pub async fn released_everywhere(cluster: &RedisCluster, pattern: &str, within: Duration) {
+    let gone = eventually_async(within, || cluster.count_keys(pattern) == 0).await;
+    assert!(
+        gone,
+        "{pattern} left on the nodes ({} keys) {within:?} after the release",
+        cluster.count_keys(pattern)
+    );
+}
+
 /// Slow links to the first masters of a cluster: each behind a proxy that passes traffic until
 /// [`SlowLinks::slow_down`], then delays every chunk both ways. An operation decided by a
 /// majority returns as soon as that majority answers, so a test that needs an operation to

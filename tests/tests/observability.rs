@@ -2,13 +2,18 @@
 //! `metrics-util`'s debugging recorder (installed once for this test binary: it holds one
 //! test).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use redlock_reentrant::{Error, LockClient, LostReason, RedlockConfig, ReplicaAcks, RetryPolicy};
 use redlock_testkit::{eventually_async, RedisCluster};
-use redlock_tests::{client, rounds_pass, spawn_waiter, WATCHDOG};
+use redlock_tests::{client_with_timeouts, rounds_pass, spawn_waiter, WATCHDOG};
+
+/// The per-node timeout of the clients here: a twelfth of the lease, so that a loaded machine
+/// adds no timeout, no missed quorum and no lost hold to the exact counts asserted below (the
+/// default, 1 % of the lease, would be 30 ms). A paused master still times out.
+const NODE_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// What was recorded so far, accumulated across snapshots (a snapshot resets what it reads).
 struct Recorded {
@@ -17,6 +22,11 @@ struct Recorded {
     values: HashMap<String, f64>,
     /// Histogram sample counts by metric name and labels.
     samples: HashMap<String, usize>,
+    /// The kind each metric was recorded as, by name: `counter`, `gauge` or `histogram`.
+    kinds: HashMap<String, &'static str>,
+    /// Metrics (name and labels) seen moving: a counter increased, a gauge changed, a histogram
+    /// sampled. A metric registered and never moved shows in a snapshot all the same, at zero.
+    moved: HashSet<String>,
 }
 
 impl Recorded {
@@ -29,14 +39,24 @@ impl Recorded {
                 .collect();
             labels.sort();
             let id = format!("{}{{{}}}", key.name(), labels.join(","));
-            match value {
+            let (kind, moved) = match value {
                 DebugValue::Counter(n) => {
-                    *self.values.entry(id).or_default() += n as f64;
+                    *self.values.entry(id.clone()).or_default() += n as f64;
+                    ("counter", n > 0)
                 }
-                DebugValue::Gauge(delta) => *self.values.entry(id).or_default() += delta.0,
+                // Read and reset by each snapshot: the change since the last one.
+                DebugValue::Gauge(delta) => {
+                    *self.values.entry(id.clone()).or_default() += delta.0;
+                    ("gauge", delta.0 != 0.0)
+                }
                 DebugValue::Histogram(values) => {
-                    *self.samples.entry(id).or_default() += values.len();
+                    *self.samples.entry(id.clone()).or_default() += values.len();
+                    ("histogram", !values.is_empty())
                 }
+            };
+            self.kinds.insert(key.name().to_owned(), kind);
+            if moved {
+                self.moved.insert(id);
             }
         }
     }
@@ -49,6 +69,13 @@ impl Recorded {
             .filter(|(id, _)| matches(id, name, labels))
             .map(|(_, value)| value)
             .sum()
+    }
+
+    /// Waits until gauge `name` reads `value`, for up to 10 s: a gauge moves in the task that
+    /// owns what it counts, a moment after what the test can see of it (a waiter counts itself
+    /// once its subscription is in place).
+    async fn gauge_reaches(&mut self, name: &str, value: f64) -> bool {
+        eventually_async(Duration::from_secs(10), || self.value(name, &[]) == value).await
     }
 
     fn histogram_samples(&mut self, name: &str, labels: &[&str]) -> usize {
@@ -67,8 +94,8 @@ fn matches(id: &str, name: &str, labels: &[&str]) -> bool {
     })
 }
 
-/// The metric names of docs/observability.md's table.
-fn documented_metrics() -> Vec<String> {
+/// The metric names of docs/observability.md's table, with their documented kind.
+fn documented_metrics() -> Vec<(String, String)> {
     let doc = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../docs/observability.md"
@@ -76,8 +103,11 @@ fn documented_metrics() -> Vec<String> {
     .expect("docs/observability.md");
     doc.lines()
         .filter_map(|line| line.strip_prefix("| `redlock_"))
-        .filter_map(|rest| rest.split('`').next())
-        .map(|name| format!("redlock_{name}"))
+        .filter_map(|rest| {
+            let (name, rest) = rest.split_once('`')?;
+            let kind = rest.split('|').nth(1)?.trim();
+            Some((format!("redlock_{name}"), kind.to_owned()))
+        })
         .collect()
 }
 
@@ -88,13 +118,15 @@ async fn every_documented_metric_moves_when_what_it_counts_happens() {
         snapshotter: recorder.snapshotter(),
         values: HashMap::new(),
         samples: HashMap::new(),
+        kinds: HashMap::new(),
+        moved: HashSet::new(),
     };
     recorder
         .install()
         .expect("the only recorder of this test binary");
     let cluster = RedisCluster::start(3);
-    let holder = client(&cluster, WATCHDOG).await;
-    let rival = client(&cluster, WATCHDOG).await;
+    let holder = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
+    let rival = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
 
     // Acquired, renewed, contended, waited for, released.
     let lock = holder.get_lock("metrics:held");
@@ -115,15 +147,15 @@ async fn every_documented_metric_moves_when_what_it_counts_happens() {
         eventually_async(Duration::from_secs(10), || rival.watched_channels() == 1).await,
         "the waiter subscribes"
     );
-    assert_eq!(
-        recorded.value("redlock_waiters", &[]),
-        1.0,
-        "one task waits"
+    assert!(
+        recorded.gauge_reaches("redlock_waiters", 1.0).await,
+        "one task waits: {}",
+        recorded.value("redlock_waiters", &[])
     );
-    assert_eq!(
-        recorded.value("redlock_subscriptions", &[]),
-        1.0,
-        "one channel"
+    assert!(
+        recorded.gauge_reaches("redlock_subscriptions", 1.0).await,
+        "one channel: {}",
+        recorded.value("redlock_subscriptions", &[])
     );
     lock.unlock().await.expect("unlock");
     assert!(
@@ -139,7 +171,11 @@ async fn every_documented_metric_moves_when_what_it_counts_happens() {
         eventually_async(Duration::from_secs(10), || rival.watched_channels() == 0).await,
         "the subscription is dropped"
     );
-    assert_eq!(recorded.value("redlock_subscriptions", &[]), 0.0);
+    assert!(
+        recorded.gauge_reaches("redlock_subscriptions", 0.0).await,
+        "no channel: {}",
+        recorded.value("redlock_subscriptions", &[])
+    );
     assert!(
         recorded.histogram_samples("redlock_hold_seconds", &[]) >= 2,
         "two holds ended"
@@ -292,13 +328,24 @@ async fn every_documented_metric_moves_when_what_it_counts_happens() {
         "the table of docs/observability.md: {documented:?}"
     );
     recorded.refresh();
-    for name in documented {
-        let counted = recorded.values.keys().any(|id| matches(id, &name, &[]));
-        let sampled = recorded
-            .samples
+    for (name, kind) in documented {
+        assert_eq!(
+            recorded.kinds.get(&name).copied(),
+            Some(kind.as_str()),
+            "{name} is recorded as documented"
+        );
+        let moved: Vec<&String> = recorded
+            .moved
             .iter()
-            .any(|(id, n)| matches(id, &name, &[]) && *n > 0);
-        assert!(counted || sampled, "{name} never recorded");
+            .filter(|id| matches(id, &name, &[]))
+            .collect();
+        assert!(!moved.is_empty(), "{name} never moved");
+        match kind.as_str() {
+            "counter" => assert!(recorded.value(&name, &[]) > 0.0, "{name} counted nothing"),
+            "histogram" => assert!(recorded.histogram_samples(&name, &[]) > 0),
+            // Moved up while a task waited, and back down since: nothing waits now.
+            _ => assert_eq!(recorded.value(&name, &[]), 0.0, "{name} is back to zero"),
+        }
     }
     rival.shutdown().await;
     unreplicated.shutdown().await;
