@@ -11,30 +11,38 @@
 //! `lock()` answered `LockLost` until it called `unlock()`.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redlock_reentrant::{Error, LockClient, LostReason, RetryPolicy};
+use redlock_reentrant::{Error, LockClient, LostReason, LostSignal};
 use redlock_testkit::{eventually_async, hashes, seeded_rng, RedisCluster};
-use redlock_tests::SlowLinks;
+use redlock_tests::{client_with_timeouts, released_everywhere, SlowLinks};
 
-const WATCHDOG: Duration = Duration::from_millis(1500);
-const NODE_TIMEOUT: Duration = Duration::from_millis(100);
+/// Renewed every third of it: a hold outlives a test keeping a majority stopped through two
+/// releases' timeouts and retries (about a second each) with seconds to spare.
+const WATCHDOG: Duration = Duration::from_secs(8);
+/// Room for a busy machine's stalls, and the client's default retries on top.
+const NODE_TIMEOUT: Duration = Duration::from_millis(250);
 /// Each way, on a slow link.
 const LINK_DELAY: Duration = Duration::from_millis(8);
 
 async fn client(cluster: &RedisCluster) -> LockClient {
-    client_with_node_timeout(cluster, NODE_TIMEOUT).await
+    client_with_timeouts(cluster, WATCHDOG, NODE_TIMEOUT).await
 }
 
-async fn client_with_node_timeout(cluster: &RedisCluster, node_timeout: Duration) -> LockClient {
-    LockClient::builder()
-        .nodes(cluster.urls())
-        .watchdog_timeout(WATCHDOG)
-        .node_timeout(node_timeout)
-        .retry(RetryPolicy::none())
-        .build()
-        .await
-        .expect("client")
+/// Waits until the hold behind `signal` is renewed: its deadline moves on from where it is
+/// now, which only a renewal confirmed by a majority does.
+///
+/// # Panics
+///
+/// If that does not happen within a lease, or the hold is lost.
+async fn renewed(signal: &LostSignal) {
+    let (before, _) = signal.deadline().expect("a held lock has a deadline");
+    let moved = eventually_async(WATCHDOG, || {
+        signal.is_lost() || signal.deadline().is_some_and(|(now, _)| now > before)
+    })
+    .await;
+    assert!(!signal.is_lost(), "lost: {:?}", signal.reason());
+    assert!(moved, "not renewed within {WATCHDOG:?}");
 }
 
 /// Lock hashes named `key` on the running nodes (unlock latches are not locks).
@@ -66,9 +74,8 @@ async fn a_release_no_majority_answered_leaves_the_hold_counted_and_renewed() {
     for node in 0..3 {
         cluster.resume(node);
     }
-    // Renewed all along: two watchdog leases later it is still this holder's.
-    tokio::time::sleep(WATCHDOG * 2).await;
-    assert!(!signal.is_lost(), "lost: {:?}", signal.reason());
+    // Renewed all along: still watched, and renewed once the nodes answer again.
+    renewed(&signal).await;
     assert!(!rival
         .get_lock("unanswered")
         .try_lock(Duration::ZERO, None)
@@ -100,11 +107,10 @@ async fn a_release_no_majority_answered_leaves_the_hold_counted_and_renewed() {
     assert_eq!(lock.hold_count().await.expect("count"), 1);
     assert!(lock.fencing_token() > token, "a new hold, not a nested one");
     assert_eq!(holder.watchdog().registered(), 1);
-    tokio::time::sleep(WATCHDOG * 2).await;
-    assert!(!lock.lost_signal().expect("held").is_lost());
+    renewed(&lock.lost_signal().expect("held")).await;
     lock.unlock().await.expect("unlock");
     assert_eq!(holder.watchdog().registered(), 0);
-    assert_eq!(lock_keys(&cluster, KEY), 0);
+    released_everywhere(&cluster, KEY, WATCHDOG / 3).await;
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -138,20 +144,11 @@ async fn an_unlock_dropped_at_any_point_still_releases() {
         assert_eq!(released, depth);
         // Each dropped release completes in a spawned task; the next operation on the hold
         // waits for it, so this is the released count.
-        assert!(
-            eventually_async(Duration::from_secs(5), || lock_keys(
-                &cluster,
-                &format!("redlock:{name}")
-            ) == 0)
-            .await,
-            "round {round}: the lock is still there"
-        );
+        released_everywhere(&cluster, &format!("redlock:{name}"), WATCHDOG / 3).await;
     }
     assert!(dropped > 0, "no unlock was dropped");
     assert!(
-        eventually_async(Duration::from_secs(5), || holder.watchdog().registered()
-            == 0)
-        .await,
+        eventually_async(WATCHDOG / 3, || holder.watchdog().registered() == 0).await,
         "renewed after its release: {} registrations",
         holder.watchdog().registered()
     );
@@ -160,7 +157,7 @@ async fn an_unlock_dropped_at_any_point_still_releases() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_unlock_dropped_while_waiting_for_its_hold_still_releases() {
     const KEY: &str = "redlock:guard-wait";
-    const SLOW: Duration = Duration::from_millis(400);
+    const SLOW: Duration = Duration::from_millis(500);
     let cluster = RedisCluster::start(5);
     // Slow links long enough to see the nested attempt hold the hold, below.
     let links = SlowLinks::start(&cluster, 5).await;
@@ -184,7 +181,7 @@ async fn a_guard_unlock_dropped_while_waiting_for_its_hold_still_releases() {
             .all(|hash| hash.values().eq([&2]))
     };
     assert!(
-        eventually_async(Duration::from_secs(1), counted_twice).await,
+        eventually_async(SLOW * 4, counted_twice).await,
         "the nested attempt's grants never landed"
     );
     let unlocked = tokio::time::timeout(Duration::from_millis(50), guard.unlock()).await;
@@ -203,13 +200,11 @@ async fn a_guard_unlock_dropped_while_waiting_for_its_hold_still_releases() {
         .await
         .expect("the nested acquisition's unlock");
     assert!(
-        eventually_async(Duration::from_secs(5), || holder.watchdog().registered()
-            == 0)
-        .await,
+        eventually_async(WATCHDOG / 3, || holder.watchdog().registered() == 0).await,
         "the hold is still renewed: {} registrations",
         holder.watchdog().registered()
     );
-    assert_eq!(lock_keys(&cluster, KEY), 0);
+    released_everywhere(&cluster, KEY, Duration::from_secs(30) / 3).await;
     assert!(matches!(lock.unlock().await, Err(Error::NotOwner { .. })));
 }
 
@@ -227,11 +222,12 @@ async fn a_guard_dropped_outside_a_runtime_is_never_renewed_again() {
         .expect("a thread with no runtime");
     assert_eq!(holder.watchdog().registered(), 0, "renewal stops at once");
     assert_eq!(signal.reason(), Some(LostReason::Abandoned));
-    // Nothing renews it: the lock expires within its lease.
+    // Nothing renews it: the lock expires within its lease (from the last renewal, before
+    // the drop).
     assert!(
-        eventually_async(WATCHDOG * 3, || lock_keys(&cluster, KEY) == 0).await,
+        eventually_async(WATCHDOG * 3 / 2, || lock_keys(&cluster, KEY) == 0).await,
         "still held after {:?}",
-        WATCHDOG * 3
+        WATCHDOG * 3 / 2
     );
     // The owner's next acquisition is a new hold.
     lock.lock().await.expect("a new hold");
@@ -239,12 +235,24 @@ async fn a_guard_dropped_outside_a_runtime_is_never_renewed_again() {
     lock.unlock().await.expect("unlock");
 }
 
+/// Waits until `key`'s fixed `lease` has run out on every node. The nodes' keys outlive the
+/// holder's deadline (counted from before the request, less the drift): once they are gone,
+/// the hold's lease is over by any clock.
+async fn expired_everywhere(cluster: &RedisCluster, key: &str, lease: Duration) {
+    assert!(
+        eventually_async(lease * 2, || lock_keys(cluster, key) == 0).await,
+        "the {lease:?} lease never ran out on the nodes"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_lease_that_ran_out_ends_the_hold() {
+    const KEY: &str = "redlock:let-it-expire";
     let cluster = RedisCluster::start(3);
     let holder = client(&cluster).await;
     let lock = holder.get_lock("let-it-expire");
-    let lease = Duration::from_millis(500);
+    // Eight node timeouts: an acquisition has room to be slow and still be valid.
+    let lease = NODE_TIMEOUT * 8;
 
     // Redisson's idiom: lock with a lease and let it expire.
     lock.lock_with_lease(lease).await.expect("lock_with_lease");
@@ -258,9 +266,9 @@ async fn a_fixed_lease_that_ran_out_ends_the_hold() {
     assert_eq!(lock.hold_count().await.expect("count"), 1);
     lock.unlock().await.expect("the new hold unlocks");
 
-    // Without waiting for the signal: right after the lease ends, by the clock alone.
+    // Without waiting for the signal: right after the lease ended on the nodes.
     lock.lock_with_lease(lease).await.expect("lock_with_lease");
-    tokio::time::sleep(lease).await;
+    expired_everywhere(&cluster, KEY, lease).await;
     assert!(
         lock.try_lock(Duration::ZERO, Some(lease))
             .await
@@ -270,7 +278,7 @@ async fn a_fixed_lease_that_ran_out_ends_the_hold() {
     assert_eq!(lock.hold_count().await.expect("count"), 1);
 
     // An unlock of an expired hold says so, and it is over.
-    tokio::time::sleep(lease).await;
+    expired_everywhere(&cluster, KEY, lease).await;
     let unlocked = lock.unlock().await;
     assert!(
         matches!(
@@ -315,9 +323,9 @@ async fn a_final_release_no_majority_answered_ends_within_its_lease() {
     }
     // The paused nodes ran the release on resume, or the key expires there: within a lease.
     assert!(
-        eventually_async(WATCHDOG * 3, || lock_keys(&cluster, KEY) == 0).await,
+        eventually_async(WATCHDOG * 3 / 2, || lock_keys(&cluster, KEY) == 0).await,
         "still held {:?} after the owning task ended",
-        WATCHDOG * 3
+        WATCHDOG * 3 / 2
     );
     assert!(
         eventually_async(WATCHDOG * 2, || holder.watchdog().registered() == 0).await,
@@ -354,9 +362,9 @@ async fn a_guard_release_behind_a_pending_unlock_that_fails_again_gives_the_hold
         cluster.resume(node);
     }
     assert!(
-        eventually_async(WATCHDOG * 3, || lock_keys(&cluster, KEY) == 0).await,
+        eventually_async(WATCHDOG * 3 / 2, || lock_keys(&cluster, KEY) == 0).await,
         "still held after {:?}",
-        WATCHDOG * 3
+        WATCHDOG * 3 / 2
     );
 }
 
@@ -390,46 +398,130 @@ fn a_hold_left_when_its_runtime_shuts_down_is_given_up_without_recursion() {
     assert_eq!(holder.watchdog().registered(), 0, "never renewed again");
     drop(holder);
     assert!(
-        redlock_testkit::eventually(WATCHDOG * 3, || lock_keys(&cluster, KEY) == 0),
+        redlock_testkit::eventually(WATCHDOG * 3 / 2, || lock_keys(&cluster, KEY) == 0),
         "still held after {:?}",
-        WATCHDOG * 3
+        WATCHDOG * 3 / 2
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_force_unlock_overlapping_an_acquisition_in_the_same_client_leaves_no_untold_holder() {
-    // The acquisition waits on a stopped node while two grants are in; the forced unlock
-    // starts then. Its deletion would land right after those grants: the acquisition must
-    // not come back as a hold nobody holds.
+/// Each way, on every link of the client whose acquisition a forced unlock overlaps: the test
+/// must see the acquisition's grants land before its replies come back, a window of one delay
+/// that a busy machine's stalls stay far below.
+const OVERLAP_DELAY: Duration = Duration::from_millis(500);
+
+/// What an acquisition left once a forced unlock overlapped it.
+#[derive(Debug)]
+struct AfterOverlap {
+    /// The acquisition came back as a hold whose lost signal had not fired.
+    believes: bool,
+    /// Running nodes with the lock, read after the acquisition came back.
+    held_on: usize,
+    quorum: usize,
+}
+
+impl AfterOverlap {
+    /// A holder that believes it holds the lock while no majority has it: nobody told it,
+    /// and another owner can take the lock.
+    fn untold_holder(&self) -> bool {
+        self.believes && self.held_on < self.quorum
+    }
+}
+
+/// An acquisition whose grants are on every node while its replies are still on the way
+/// (slow links, both ways), and a forced unlock that starts then: from a handle of the same
+/// client, or from another client, reaching the nodes directly. Asserts that they overlapped.
+async fn acquisition_overlapped_by_a_forced_unlock(same_client: bool) -> AfterOverlap {
     const KEY: &str = "redlock:forced-race";
     let cluster = RedisCluster::start(3);
-    let holder = client_with_node_timeout(&cluster, Duration::from_millis(300)).await;
-    let lock = holder.get_lock("forced-race");
-    cluster.stop(2);
+    let links = SlowLinks::start(&cluster, 3).await;
+    let holder = links.client(WATCHDOG, OVERLAP_DELAY * 5).await;
+    let admin = client(&cluster).await;
+    // The nodes' fencing counters start apart, and a new hold that finds them apart writes its
+    // token back in one more round trip, which would see a deletion that landed meanwhile.
+    // Converged first (a hold needing no write-back), the overlapped hold has no such round.
+    let warmup = holder.get_lock("forced-race");
+    let converged = loop {
+        let before = holder.fencing_stats().written_back;
+        warmup.lock().await.expect("warm-up lock");
+        warmup.unlock().await.expect("warm-up unlock");
+        if holder.fencing_stats().written_back == before {
+            break true;
+        }
+        if holder.fencing_stats().new_holds > 2 * cluster.len() as u64 {
+            break false;
+        }
+    };
+    assert!(converged, "{:?}", holder.fencing_stats());
+    released_everywhere(&cluster, KEY, WATCHDOG / 3).await;
+    links.slow_down(OVERLAP_DELAY);
+    let started = Instant::now();
     let acquiring = tokio::spawn({
-        let lock = lock.clone();
+        let lock = holder.get_lock("forced-race");
         async move {
             lock.lock().await.expect("lock");
             lock.lost_signal().expect("held")
         }
     });
     assert!(
-        eventually_async(Duration::from_secs(5), || cluster.keys_on(0, KEY).len()
-            == 1)
-        .await,
-        "the acquisition never reached node 0"
+        eventually_async(OVERLAP_DELAY * 4, || cluster.count_keys(KEY) == 3).await,
+        "the acquisition's grants never landed"
     );
-    lock.force_unlock().await.expect("force_unlock");
+    // The overlap: granted on every node, its replies not back yet.
+    assert!(
+        !acquiring.is_finished(),
+        "the acquisition came back {:?} after it started, before the forced unlock",
+        started.elapsed()
+    );
+    let forcer = if same_client { &holder } else { &admin };
+    forcer
+        .get_lock("forced-race")
+        .force_unlock()
+        .await
+        .expect("force_unlock");
     let signal = acquiring.await.expect("the acquiring task");
-    if !signal.is_lost() {
-        for node in 0..2 {
-            assert_eq!(
-                cluster.keys_on(node, KEY).len(),
-                1,
-                "a holder that was not told holds nothing on node {node}"
-            );
-        }
-    }
-    cluster.resume(2);
+    let believes = !signal.is_lost();
+    let held_on = (0..cluster.len())
+        .filter(|&node| cluster.keys_on(node, KEY).len() == 1)
+        .count();
     holder.shutdown().await;
+    admin.shutdown().await;
+    let after = AfterOverlap {
+        believes,
+        held_on,
+        quorum: cluster.len() / 2 + 1,
+    };
+    eprintln!(
+        "forced from the {} client: {after:?}, {:?} after the acquisition started",
+        if same_client { "same" } else { "other" },
+        started.elapsed()
+    );
+    after
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlock_overlapping_an_acquisition_in_the_same_client_leaves_no_untold_holder() {
+    // The forced unlock's deletion lands after the acquisition's grants: the acquisition must
+    // not come back as a hold nobody holds. It is undone and tried again, so `lock()` returns
+    // a hold taken after the forced unlock, which the nodes have.
+    let after = acquisition_overlapped_by_a_forced_unlock(true).await;
+    assert!(
+        after.believes,
+        "the overlapped acquisition is retried into a hold of its own: {after:?}"
+    );
+    assert!(
+        !after.untold_holder(),
+        "a holder that was not told holds the lock on {} nodes",
+        after.held_on
+    );
+}
+
+/// The broken twin: a forced unlock from another client is outside the lock's promise (its
+/// holders learn at their next renewal), and is what the check above must catch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_untold_holder_check_catches_a_force_unlock_from_another_client() {
+    let after = acquisition_overlapped_by_a_forced_unlock(false).await;
+    assert!(
+        after.untold_holder(),
+        "the check missed a holder the forced unlock left untold: {after:?}"
+    );
 }

@@ -10,62 +10,85 @@
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{LostReason, RLock};
-use redlock_testkit::{pttls, seeded_rng, RedisCluster};
-use redlock_tests::{client_with_timeouts, SlowLinks};
+use redlock_testkit::{eventually_async, pttls, seeded_rng, RedisCluster};
+use redlock_tests::{client_with_timeouts, released_everywhere, SlowLinks};
 
-/// A short watchdog lease so the nested acquisition's old effect (a TTL cut to it) shows fast.
-const WATCHDOG: Duration = Duration::from_millis(1500);
-const NODE_TIMEOUT: Duration = Duration::from_millis(100);
+/// The watchdog lease: the nested acquisition's old effect cut the TTL to it.
+const WATCHDOG: Duration = Duration::from_secs(3);
+/// A twelfth of the watchdog lease: room for a busy machine, and still below the short lease
+/// the second test takes (a lease must exceed the node timeout).
+const NODE_TIMEOUT: Duration = Duration::from_millis(250);
 /// Each way, on a slow link.
 const LINK_DELAY: Duration = Duration::from_millis(8);
+/// PTTL counts whole milliseconds.
+const PTTL_ROUNDING: Duration = Duration::from_millis(2);
 
-/// The TTL, in milliseconds, that a majority of the running nodes still gives `key`.
-fn majority_pttl(cluster: &RedisCluster, key: &str) -> i64 {
+/// The TTL that a majority of the running nodes still gives `key`, read now.
+fn majority_pttl(cluster: &RedisCluster, key: &str) -> Duration {
     let mut pttls = pttls(cluster, key);
     pttls.sort_unstable_by(|a, b| b.cmp(a));
-    pttls[cluster.len() / 2]
+    Duration::from_millis(u64::try_from(pttls[cluster.len() / 2]).unwrap_or(0))
 }
 
 /// The holder's lost deadline never lies beyond what a majority of nodes still grants.
+///
+/// Each node's key lives until at most the end of the reads plus its PTTL, so this compares
+/// the deadline with an upper bound of the majority's expiry: however long a busy machine takes
+/// over the reads, a correct holder passes, and a holder that believes past the keys (by the
+/// seconds the bugs above made it) fails.
 fn assert_deadline_within_ttl(lock: &RLock, cluster: &RedisCluster, key: &str) {
     let (deadline, _) = lock
         .lost_signal()
         .expect("held")
         .deadline()
         .expect("a held lock has a deadline");
-    let believed = deadline.saturating_duration_since(Instant::now());
-    let granted = Duration::from_millis(u64::try_from(majority_pttl(cluster, key)).unwrap_or(0));
+    let granted = majority_pttl(cluster, key);
+    let read = Instant::now();
     assert!(
-        believed <= granted,
-        "the holder believes {believed:?} more, a majority grants {granted:?}"
+        deadline <= read + granted + PTTL_ROUNDING,
+        "the holder believes {:?} more, a majority grants {granted:?}",
+        deadline.saturating_duration_since(read)
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nested_lock_on_a_fixed_lease_never_shortens_it_and_renews_while_held() {
     const KEY: &str = "redlock:nested-fixed";
-    let fixed = Duration::from_secs(4);
+    let fixed = WATCHDOG * 2;
     let cluster = RedisCluster::start(3);
     let holder = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
     let rival = client_with_timeouts(&cluster, WATCHDOG, NODE_TIMEOUT).await;
     let lock = holder.get_lock("nested-fixed");
 
+    let requested = Instant::now();
     lock.lock_with_lease(fixed).await.expect("fixed lease");
     let before = majority_pttl(&cluster, KEY);
     lock.lock().await.expect("nested lock()");
     let after = majority_pttl(&cluster, KEY);
+    // Cut, it would be at most the watchdog lease; kept, the fixed lease less the time the
+    // nested lock() took. Half-way between them leaves seconds of room either side.
+    let halfway = (fixed + WATCHDOG) / 2;
     assert!(
-        after > WATCHDOG.as_millis() as i64 && after + 200 >= before,
-        "PTTL {before} ms before the nested lock(), {after} ms after: shortened"
+        after > halfway,
+        "PTTL {before:?} before the nested lock(), {after:?} after: cut towards {WATCHDOG:?}"
     );
     assert_deadline_within_ttl(&lock, &cluster, KEY);
     let signal = lock.lost_signal().expect("held");
 
-    // Past the watchdog lease (where the shortened key used to expire) the lock is still
-    // this holder's, and it is being renewed: its lease is past the fixed one's end by then.
-    let taken = Instant::now();
-    tokio::time::sleep(WATCHDOG * 2).await;
+    // Renewed while the nested acquisition is held: the holder's deadline moves past the
+    // fixed lease's end, and the nodes' keys with it (past the watchdog lease, where the cut
+    // key used to expire, too).
+    let past_fixed = requested + fixed + WATCHDOG / 3;
+    assert!(
+        eventually_async(fixed * 2, || signal
+            .deadline()
+            .is_some_and(|(deadline, _)| deadline > past_fixed))
+        .await,
+        "never renewed past the fixed lease: {:?}",
+        signal.deadline()
+    );
     assert!(!signal.is_lost(), "lost: {:?}", signal.reason());
+    assert_deadline_within_ttl(&lock, &cluster, KEY);
     assert!(
         !rival
             .get_lock("nested-fixed")
@@ -74,7 +97,6 @@ async fn a_nested_lock_on_a_fixed_lease_never_shortens_it_and_renews_while_held(
             .expect("try_lock"),
         "another client got in while the holder believed"
     );
-    assert_deadline_within_ttl(&lock, &cluster, KEY);
 
     // Unlocking the nested acquisition stops renewal; the hold keeps the lease it has and
     // ends with it: the holder is told (LeaseExpired) before the rival gets in.
@@ -95,8 +117,8 @@ async fn a_nested_lock_on_a_fixed_lease_never_shortens_it_and_renews_while_held(
         told_at.saturating_duration_since(rival_in)
     );
     eprintln!(
-        "nested lock() on a {fixed:?} fixed lease: hold ended {:?} after the nested lock()",
-        rival_in - taken
+        "nested lock() on a {fixed:?} fixed lease: hold ended {:?} after the request",
+        rival_in - requested
     );
     rival_lock.unlock().await.expect("unlock");
     assert!(matches!(
@@ -117,10 +139,12 @@ async fn a_nested_fixed_lease_never_shortens_a_renewed_hold_even_when_undone() {
     let holder = links.client(WATCHDOG, NODE_TIMEOUT).await;
     let lock = holder.get_lock("nested-short");
     lock.lock().await.expect("renewed hold");
-    let floor = WATCHDOG.as_millis() as i64 / 2;
+    // Cut, a TTL would be at most the short lease; renewed every third of the watchdog lease,
+    // it stays above two thirds of it. Twice the short lease leaves a second either side.
+    let short = WATCHDOG / 6;
+    let floor = short * 2;
 
     // Granted: the short lease does not cut the hold's TTL.
-    let short = Duration::from_millis(300);
     assert!(lock
         .try_lock(Duration::ZERO, Some(short))
         .await
@@ -138,20 +162,28 @@ async fn a_nested_fixed_lease_never_shortens_a_renewed_hold_even_when_undone() {
         let offset = Duration::from_micros(rng.u64(0..=LINK_DELAY.as_micros() as u64 * 4));
         match tokio::time::timeout(offset, lock.try_lock(Duration::ZERO, Some(short))).await {
             Ok(granted) => {
-                assert!(granted.expect("nested"));
-                lock.unlock().await.expect("nested unlock");
+                // Not granted in time on a stalled machine is no hold to release.
+                if granted.expect("nested") {
+                    lock.unlock().await.expect("nested unlock");
+                }
             }
             Err(_) => dropped += 1,
         }
         for (node, pttl) in pttls(&cluster, KEY).into_iter().enumerate() {
-            assert!(pttl > floor, "node {node}: PTTL cut to {pttl} ms");
+            assert!(
+                pttl > floor.as_millis() as i64,
+                "node {node}: PTTL cut to {pttl} ms"
+            );
         }
     }
+    let last_attempt = Instant::now();
     assert!(dropped > 0, "no attempt was dropped");
     cluster.resume(4);
     assert_eq!(lock.hold_count().await.expect("count"), 1);
-    tokio::time::sleep(short * 2).await;
+    // Past the end a short lease set by the last attempt would have had: still held.
+    tokio::time::sleep_until((last_attempt + short * 2).into()).await;
     assert!(!lock.lost_signal().expect("held").is_lost());
     assert!(majority_pttl(&cluster, KEY) > floor, "still held");
     lock.unlock().await.expect("unlock");
+    released_everywhere(&cluster, KEY, WATCHDOG / 3).await;
 }

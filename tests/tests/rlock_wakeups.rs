@@ -13,10 +13,10 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{Error, LockClient, RLock, RetryPolicy};
+use redlock_reentrant::{Error, LockClient, RLock};
 use redlock_testkit::{
     client_connections, command_calls, eventually_async, kill_pubsub_clients, pubsub_clients,
-    reset_command_stats, subscribers, Fault, FaultProxy, RedisCluster,
+    reset_command_stats, subscribers, CapturedLogs, Fault, FaultProxy, RedisCluster,
 };
 use redlock_tests::spawn_waiter;
 use tokio::task::JoinHandle;
@@ -289,6 +289,11 @@ async fn a_woken_waiter_that_gives_up_wakes_the_next() {
         "the second waiter is asleep"
     );
     let asleep = skewed.attempts_on_node_1();
+    // The scenario needs the first waiter still waiting when the release comes, to be woken.
+    assert!(
+        !first.is_finished(),
+        "the first waiter's wait ran out before the release"
+    );
     let unlock = skewed.release_on_node_0_only();
     assert!(
         eventually_async(Duration::from_secs(3), || skewed.attempts_on_node_1()
@@ -388,8 +393,11 @@ async fn pubsub_connections_end_with_shutdown_and_with_the_last_client() {
     held.unlock().await.expect("unlock");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On a current-thread runtime, so the log capture sees what the client's tasks write.
+#[tokio::test(flavor = "current_thread")]
 async fn subscriptions_follow_the_waiters_through_a_stopped_node_and_cancellation() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
     let cluster = RedisCluster::start(3);
     let holder = client(&cluster).await;
     let waiting = client(&cluster).await;
@@ -398,6 +406,25 @@ async fn subscriptions_follow_the_waiters_through_a_stopped_node_and_cancellatio
     held.lock_with_lease(Duration::from_secs(60))
         .await
         .expect("held");
+    // A waiter for another lock first, so the waiting client has its pub/sub connection to
+    // every node before node 2 stops.
+    let first_channel = "redlock:stopped-sub-first:released";
+    let first_held = holder.get_lock("stopped-sub-first");
+    first_held
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .expect("held");
+    let first_waiter = tokio::spawn({
+        let lock = waiting.get_lock("stopped-sub-first");
+        async move { lock.try_lock(Duration::from_secs(30), None).await }
+    });
+    assert!(
+        eventually_async(Duration::from_secs(5), || numsub(&cluster, first_channel)
+            == vec![1, 1, 1])
+        .await,
+        "the first waiter subscribed: {:?}",
+        numsub(&cluster, first_channel)
+    );
 
     // Subscribing while node 2 is stopped: its subscribe times out and that connection is
     // dropped, not left subscribed; once it answers again, the waiter is subscribed there
@@ -412,44 +439,88 @@ async fn subscriptions_follow_the_waiters_through_a_stopped_node_and_cancellatio
             == vec![1, 1])
         .await
     );
-    tokio::time::sleep(NODE_TIMEOUT * 3).await;
-    cluster.resume(2);
+    // The event, not a guess at its time: node 2's SUBSCRIBE timed out (the library logs it,
+    // naming the node).
+    let stopped = format!("127.0.0.1:{}", cluster.node(2).port());
+    let timed_out = || {
+        logs.text()
+            .lines()
+            .any(|line| line.contains(&stopped) && line.contains("pub/sub request timed out"))
+    };
     assert!(
-        eventually_async(Duration::from_secs(10), || numsub(&cluster, channel)
-            == vec![1, 1, 1]
-            && pubsub_connections(&cluster) == vec![1, 1, 1])
-        .await,
-        "subscribers {:?}, pub/sub connections {:?}",
+        eventually_async(NODE_TIMEOUT * 25, timed_out).await,
+        "node 2's subscribe never timed out: {}",
+        logs.text()
+    );
+    cluster.resume(2);
+    let both_subscribed = || {
+        numsub(&cluster, channel) == vec![1, 1, 1]
+            && numsub(&cluster, first_channel) == vec![1, 1, 1]
+            && pubsub_connections(&cluster) == vec![1, 1, 1]
+    };
+    assert!(
+        eventually_async(Duration::from_secs(10), both_subscribed).await,
+        "subscribers {:?} and {:?}, pub/sub connections {:?}",
         numsub(&cluster, channel),
+        numsub(&cluster, first_channel),
         pubsub_connections(&cluster)
     );
 
     // A waiter dropped mid-wait unsubscribes on the server.
-    waiter.abort();
-    let _ = waiter.await;
+    for waiter in [waiter, first_waiter] {
+        waiter.abort();
+        let _ = waiter.await;
+    }
     assert!(
         eventually_async(Duration::from_secs(5), || numsub(&cluster, channel)
-            == vec![0, 0, 0])
+            == vec![0, 0, 0]
+            && numsub(&cluster, first_channel) == vec![0, 0, 0])
         .await,
-        "still subscribed: {:?}",
-        numsub(&cluster, channel)
+        "still subscribed: {:?} and {:?}",
+        numsub(&cluster, channel),
+        numsub(&cluster, first_channel)
     );
     assert_eq!(waiting.watched_channels(), 0);
     held.unlock().await.expect("unlock");
+    first_held.unlock().await.expect("unlock");
+}
+
+/// Subscribers of each of `channels` on each running node: one connection and one
+/// `PUBSUB NUMSUB` per node, whatever the number of channels.
+fn numsubs(cluster: &RedisCluster, channels: &[String]) -> Vec<Vec<i64>> {
+    cluster
+        .nodes()
+        .iter()
+        .filter(|node| node.is_running())
+        .map(|node| {
+            let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(channels)
+                .query(&mut node.connection())
+                .unwrap_or_else(|e| panic!("PUBSUB NUMSUB on port {}: {e}", node.port()));
+            counts.into_iter().map(|(_, count)| count).collect()
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_node_does_not_serialise_subscriptions() {
     const WAITERS: usize = 20;
+    // The waiting client's per-node timeout: long, so that subscriptions waiting for each
+    // other's on the stopped node would cost seconds upon seconds, far beyond a busy machine's
+    // noise, while subscriptions that do not wait cost nothing of it.
+    const WAITING_TIMEOUT: Duration = Duration::from_secs(1);
     let cluster = RedisCluster::start(5);
     let holder = client(&cluster).await;
     let waiting = LockClient::builder()
         .nodes(cluster.urls())
-        .node_timeout(NODE_TIMEOUT)
-        .retry(RetryPolicy::none())
+        .node_timeout(WAITING_TIMEOUT)
         .build()
         .await
         .expect("client");
+    let channels: Vec<String> = (0..WAITERS)
+        .map(|i| format!("redlock:serial:{i}:released"))
+        .collect();
     for i in 0..WAITERS {
         holder
             .get_lock(format!("serial:{i}"))
@@ -458,32 +529,43 @@ async fn a_stopped_node_does_not_serialise_subscriptions() {
             .expect("held");
     }
     cluster.stop(4);
+    // What one client-wide mutex held across each subscribe's timeout on the stopped node
+    // made this: WAITERS per-node timeouts in a row.
+    let serialised = WAITING_TIMEOUT * WAITERS as u32;
     let started = Instant::now();
     let waiters: Vec<_> = (0..WAITERS)
         .map(|i| {
             let lock = waiting.get_lock(format!("serial:{i}"));
-            tokio::spawn(async move { lock.try_lock(Duration::from_secs(30), None).await })
+            tokio::spawn(async move { lock.try_lock(Duration::from_secs(60), None).await })
         })
         .collect();
     let all_subscribed = || {
-        (0..WAITERS).all(|i| {
-            numsub(&cluster, &format!("redlock:serial:{i}:released"))
-                .iter()
-                .all(|n| *n == 1)
-        })
+        numsubs(&cluster, &channels)
+            .iter()
+            .all(|counts| counts.iter().all(|n| *n == 1))
     };
-    assert!(eventually_async(Duration::from_secs(30), all_subscribed).await);
-    let took = started.elapsed();
-    eprintln!("{WAITERS} waiters subscribed with a node stopped in {took:?}");
-    // One client-wide mutex held across each subscribe's timeout on the stopped node made this
-    // at least WAITERS per-node timeouts (4 s); each waiter now waits for its own.
     assert!(
-        took < NODE_TIMEOUT * (WAITERS as u32) / 2,
-        "{took:?}: subscriptions waited for each other"
+        eventually_async(serialised, all_subscribed).await,
+        "not subscribed after {serialised:?}: {:?}",
+        numsubs(&cluster, &channels)
+    );
+    let took = started.elapsed();
+    eprintln!("{WAITERS} waiters subscribed with a node stopped in {took:?}, {serialised:?} if serialised");
+    // Each waiter waits for its own subscription only: a quarter of the serialised cost
+    // leaves seconds for a busy machine and still fails if even a quarter of the waiters
+    // queued behind the stopped node.
+    assert!(
+        took < serialised / 4,
+        "{took:?}: subscriptions waited for each other ({serialised:?} if all did)"
     );
     for waiter in waiters {
+        assert!(
+            !waiter.is_finished(),
+            "a waiter gave up: the locks are held"
+        );
         waiter.abort();
     }
     cluster.resume(4);
     holder.shutdown().await;
+    waiting.shutdown().await;
 }
