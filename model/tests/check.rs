@@ -105,7 +105,72 @@ fn undoing_only_the_grants_seen_is_caught() {
     caught(Variant::UndoOnlySeenGrants);
 }
 
+/// The variants `enum Variant` declares, read from its source.
+fn declared_variants() -> Vec<String> {
+    let source = include_str!("../src/config.rs");
+    let body = source
+        .split_once("pub enum Variant {")
+        .and_then(|(_, rest)| rest.split_once("\n}"))
+        .map(|(body, _)| body)
+        .expect("model/src/config.rs declares `pub enum Variant { ... }`");
+    body.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with("//") && !line.starts_with('#'))
+        .map(|line| {
+            line.trim_end_matches(',')
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The bodies of this file's `#[test]` functions, without their comment lines.
+fn test_bodies() -> Vec<String> {
+    include_str!("check.rs")
+        .split("#[test]\n")
+        .skip(1)
+        .map(|test| {
+            test.split_once("\n}\n")
+                .map_or(test, |(body, _)| body)
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect()
+}
+
 #[test]
 fn every_broken_variant_has_a_test_above() {
-    assert_eq!(Variant::BROKEN.len(), 8);
+    let declared = declared_variants();
+    assert!(
+        declared.len() > 1 && declared.first().map(String::as_str) == Some("Real"),
+        "could not read the variants from model/src/config.rs: {declared:?}"
+    );
+    let broken: Vec<String> = Variant::BROKEN
+        .iter()
+        .map(|variant| format!("{variant:?}"))
+        .collect();
+    let undeclared_broken: Vec<&String> = declared
+        .iter()
+        .filter(|name| *name != "Real" && !broken.contains(name))
+        .collect();
+    assert!(
+        undeclared_broken.is_empty(),
+        "declared but missing from Variant::BROKEN: {undeclared_broken:?}"
+    );
+    let bodies = test_bodies();
+    let untested: Vec<&String> = broken
+        .iter()
+        .filter(|name| {
+            let call = format!("caught(Variant::{name})");
+            !bodies.iter().any(|body| body.contains(&call))
+        })
+        .collect();
+    assert!(
+        untested.is_empty(),
+        "broken variants with no #[test] calling caught(Variant::...): {untested:?}"
+    );
 }

@@ -998,21 +998,35 @@ fn hide_secret(message: String, url: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Built alone (`cargo test -p redlock-core`), redis-rs has TLS only with `tls-rustls`;
-    /// in a workspace build another crate may turn it on, so the test asks redis-rs.
+    const URL: &str = "rediss://:topsecret@127.0.0.1:6380";
+    const SHOWN: &str = "rediss://:***@127.0.0.1:6380";
+
+    /// Whether this build of redis-rs speaks TLS. Built alone (`cargo test -p redlock-core
+    /// --lib`), it does only with `tls-rustls`; in a workspace build another crate turns that
+    /// feature on (feature unification), so the tests ask redis-rs. `cargo test -p redlock-core
+    /// --lib` runs the branches without TLS, the workspace build those with it.
+    fn tls_compiled_in() -> bool {
+        let tls = redis::Client::open("rediss://127.0.0.1:6380").is_ok();
+        // With the feature, redis-rs has TLS for sure; without it, only unification can add it.
+        assert!(
+            tls || !cfg!(feature = "tls-rustls"),
+            "tls-rustls is on, yet redis-rs refuses rediss://"
+        );
+        tls
+    }
+
     #[test]
     fn a_tls_url_without_tls_support_says_so_without_the_password() {
-        let url = "rediss://:topsecret@127.0.0.1:6380";
-        let tls = redis::Client::open("rediss://127.0.0.1:6380").is_ok();
+        let tls = tls_compiled_in();
         let options = NodeOptions {
             pool_size: 1,
             connect_timeout: Duration::from_secs(1),
             replica_acks: None,
         };
-        match Node::open(0, url, &options) {
+        match Node::open(0, URL, &options) {
             Ok(node) => {
                 assert!(tls, "accepted without TLS support");
-                assert_eq!(node.address().as_str(), "rediss://:***@127.0.0.1:6380");
+                assert_eq!(node.address().as_str(), SHOWN);
             }
             Err(err) => {
                 assert!(!tls, "refused with TLS support: {err}");
@@ -1020,6 +1034,36 @@ mod tests {
                 assert!(shown.to_lowercase().contains("tls"), "{shown}");
                 assert!(!shown.contains("topsecret"), "{shown}");
             }
+        }
+    }
+
+    /// The same through the public constructor: the refusal is a typed `NodeUrl` error that
+    /// names the node by its redacted address.
+    #[test]
+    fn a_tls_url_is_accepted_with_tls_and_refused_with_a_hint_without() {
+        let tls = tls_compiled_in();
+        match (
+            tls,
+            crate::Redlock::new(crate::RedlockConfig::with_nodes([URL])),
+        ) {
+            (true, Ok(redlock)) => {
+                let node = redlock.nodes().iter().next().expect("one node");
+                assert_eq!(node.address().as_str(), SHOWN);
+            }
+            (
+                false,
+                Err(crate::Error::InvalidArgument(InvalidArgument::NodeUrl {
+                    index,
+                    address,
+                    reason,
+                })),
+            ) => {
+                assert_eq!(index, 0);
+                assert_eq!(address.as_str(), SHOWN);
+                assert!(reason.to_lowercase().contains("tls"), "{reason}");
+                assert!(!reason.contains("topsecret"), "{reason}");
+            }
+            (tls, other) => panic!("TLS compiled in: {tls}, yet got {other:?}"),
         }
     }
 }

@@ -237,6 +237,11 @@ async fn a_client_built_from_a_file_locks() {
         .await
         .expect("client");
     assert_eq!(client.watchdog().timeout(), Duration::from_secs(5));
+    // Every master connected before the first request, which otherwise connects within one
+    // per-node timeout (1 % of the lease: 50 ms).
+    let readiness = client.readiness().await;
+    let failures: Vec<String> = readiness.failures().map(ToString::to_string).collect();
+    assert!(failures.is_empty(), "masters not answering: {failures:?}");
     let lock = client.get_lock("job");
     lock.lock().await.expect("lock");
     assert!(

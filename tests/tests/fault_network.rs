@@ -16,10 +16,12 @@ const WORKER: &str = env!("CARGO_BIN_EXE_fault_worker");
 async fn replies_held_past_the_lease_fail_and_release_everywhere() {
     let _serial = one_scenario_at_a_time().await;
     let mut config = RunConfig::new("held-replies", WORKER);
-    let think = Duration::from_millis(300);
+    let lease = config.worker.lease;
+    // Between one failure and the next attempt: half of it to see the undo land, on a busy
+    // machine too.
+    let think = lease / 3;
     config.worker.think = (think, think);
     config.worker.retries = Some(0);
-    let lease = config.worker.lease;
     let mut run = FaultRun::start(config).await;
     run.spawn_worker(|_| {}).await;
     let first = run.next_acquisition_end("w0", 0, lease * 2).await;
@@ -41,8 +43,8 @@ async fn replies_held_past_the_lease_fail_and_release_everywhere() {
         );
         failed += 1;
         // Its undo was queued behind it on every master before the failure was reported (its
-        // reply, held like the others, is not awaited): the masters run it at once, well within
-        // the worker's think time, before its next attempt.
+        // reply, held like the others, is not awaited): the masters run it at once, within
+        // half the worker's think time, before its next attempt.
         let gone = eventually_async(think / 2, || run.lock_keys_left() == 0).await;
         keys_after_failures.push(if gone { 0 } else { run.lock_keys_left() });
     }
@@ -68,9 +70,11 @@ async fn replies_held_past_the_lease_fail_and_release_everywhere() {
 async fn dropped_replies_on_three_masters_leak_no_keys() {
     let _serial = one_scenario_at_a_time().await;
     let mut config = RunConfig::new("dropped-replies", WORKER);
-    config.worker.think = (Duration::from_millis(200), Duration::from_millis(200));
-    config.worker.retries = Some(0);
     let lease = config.worker.lease;
+    // Between one failure and the next attempt: half of it to see the release land.
+    let think = lease / 3;
+    config.worker.think = (think, think);
+    config.worker.retries = Some(0);
     let mut run = FaultRun::start(config).await;
     run.spawn_worker(|_| {}).await;
     run.next_acquisition_end("w0", 0, lease * 2).await;
@@ -90,7 +94,11 @@ async fn dropped_replies_on_three_masters_leak_no_keys() {
             "an acquisition succeeded on two replies"
         );
         failed += 1;
-        keys_after_failures.push(run.lock_keys_left());
+        // The masters whose replies are dropped run the release too, a moment after the
+        // worker gave up waiting for them: give them half the think time, before the next
+        // attempt.
+        let gone = eventually_async(think / 2, || run.lock_keys_left() == 0).await;
+        keys_after_failures.push(if gone { 0 } else { run.lock_keys_left() });
     }
     for node in [0, 2, 4] {
         run.proxy(Some(0), Some(node), Fault::Pass);

@@ -20,19 +20,34 @@ fn outcomes(events: &[Event], from: u64, to: u64) -> Vec<&Event> {
 }
 
 /// Two of five masters killed, then stopped, then partitioned away from every worker: locking
-/// goes on. Contention ("Busy": the wait ran out while others held it) is not a failure.
+/// goes on in each phase, decided by the three masters left without waiting for the others.
+/// Contention ("Busy": the wait ran out while others held it) is not a failure.
+///
+/// The workers reach the masters through proxies on a busy machine: each node gets 800 ms to
+/// answer (not the default 1 % of the 3 s lease; a watchdog lease must exceed three per-node
+/// timeouts) and an acquisition 5 retries, so a slow
+/// scheduler turns no attempt into a failure. What this still catches: a lock that needs more
+/// than the three masters left fails most acquisitions of a phase (each phase must succeed at
+/// 95 % or more), and one that waits for the stopped or cut-off masters takes a per-node
+/// timeout per acquisition (the median must stay below half of it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_of_five_down_keep_locking() {
+    const NODE_TIMEOUT: Duration = Duration::from_millis(800);
     let _serial = one_scenario_at_a_time().await;
-    let mut run = FaultRun::start(RunConfig::new("two-down", WORKER)).await;
+    let mut config = RunConfig::new("two-down", WORKER);
+    config.worker.node_timeout = Some(NODE_TIMEOUT);
+    config.worker.retries = Some(5);
+    let mut run = FaultRun::start(config).await;
     let phase = run.lease();
     run.spawn_workers(3, |_| {}).await;
     tokio::time::sleep(phase / 3).await;
     let down = [1, 3];
+    let killed = now_ns();
     for n in down {
         run.kill_node(n);
     }
     tokio::time::sleep(phase).await;
+    let stopped = now_ns();
     for n in down {
         run.restart_node(n);
     }
@@ -40,6 +55,7 @@ async fn two_of_five_down_keep_locking() {
         run.stop_node(n);
     }
     tokio::time::sleep(phase).await;
+    let partitioned = now_ns();
     for n in down {
         run.resume_node(n);
     }
@@ -47,35 +63,81 @@ async fn two_of_five_down_keep_locking() {
         run.proxy(None, Some(n), Fault::Blackhole);
     }
     tokio::time::sleep(phase).await;
+    let healed = now_ns();
     for n in down {
         run.proxy(None, Some(n), Fault::Pass);
     }
     let outcome = run.finish().await;
     outcome.print();
     outcome.assert_passed();
-    let ended = outcomes(&outcome.events, 0, u64::MAX);
-    let busy = ended
-        .iter()
-        .filter(|e| e.field("err") == Some("Busy"))
-        .count();
     let (ok, attempts) = success_rate(&outcome.events);
-    let decided = attempts - busy as u64;
-    let rate = ok as f64 / decided.max(1) as f64;
-    eprintln!(
-        "two-down: {ok} of {decided} acquisitions succeeded ({:.2} %), {busy} more timed out waiting behind a holder",
-        rate * 100.0
-    );
-    assert!(
-        ok >= 20,
-        "too few acquisitions to measure\n{}",
-        outcome.replay_hint()
-    );
-    assert!(
-        rate >= 0.999,
-        "success rate {rate}\n{}",
-        outcome.replay_hint()
-    );
+    eprintln!("two-down: {ok} of {attempts} acquisitions succeeded over the whole run");
+    let phases = [
+        ("killed", killed, stopped),
+        ("stopped", stopped, partitioned),
+        ("partitioned", partitioned, healed),
+    ];
+    for (name, from, to) in phases {
+        // Acquisitions invoked and ended within the phase, with how long each took.
+        let ended: Vec<(&Event, Duration)> = outcomes(&outcome.events, from, to)
+            .into_iter()
+            .filter_map(|end| {
+                let invoked = invoke_of(&outcome.events, end).filter(|t| *t > from)?;
+                Some((end, Duration::from_nanos(end.t - invoked)))
+            })
+            .collect();
+        let busy = ended
+            .iter()
+            .filter(|(e, _)| e.field("err") == Some("Busy"))
+            .count();
+        let mut took: Vec<Duration> = ended
+            .iter()
+            .filter(|(e, _)| e.phase == Phase::Ok)
+            .map(|(_, took)| *took)
+            .collect();
+        took.sort();
+        let ok = took.len();
+        let median = took.get(ok / 2).copied().unwrap_or_default();
+        let decided = ended.len() - busy;
+        let rate = ok as f64 / decided.max(1) as f64;
+        let failed: Vec<String> = ended
+            .iter()
+            .filter(|(e, _)| e.phase == Phase::Fail && e.field("err") != Some("Busy"))
+            .take(5)
+            .map(|(e, _)| e.to_string())
+            .collect();
+        eprintln!(
+            "two-down, {name}: {ok} of {decided} acquisitions succeeded ({:.2} %) in {median:?} (median), {busy} more timed out waiting behind a holder; failures: {failed:?}",
+            rate * 100.0
+        );
+        assert!(
+            ok >= 10,
+            "{name}: too few acquisitions to measure ({ok})\n{}",
+            outcome.replay_hint()
+        );
+        assert!(
+            rate >= 0.95,
+            "{name}: success rate {rate}, failures: {failed:?}\n{}",
+            outcome.replay_hint()
+        );
+        assert!(
+            median < NODE_TIMEOUT / 2,
+            "{name}: acquisitions took {median:?} (median): the down masters were waited for\n{}",
+            outcome.replay_hint()
+        );
+    }
     outcome.discard();
+}
+
+/// When the outer acquisition that ended in `end` was invoked: its actor's last outer invoke
+/// before it.
+fn invoke_of(events: &[Event], end: &Event) -> Option<u64> {
+    events
+        .iter()
+        .rev()
+        .filter(|i| i.actor == end.actor && i.t < end.t)
+        .find(|i| i.is(Op::Acquire, Phase::Invoke) && i.is_outer())
+        .map(|i| i.t)
 }
 
 /// Three of five masters down (one killed, one stopped, one cut off by a silent partition):

@@ -17,8 +17,9 @@
 //!   subscription, no pub/sub connection, and no connection once the clients are gone.
 //!
 //! Seeded and replayable: the seed is printed (`TEST_SEED=<seed>` replays the same
-//! sequences), and proptest shrinks a failing sequence. `MODEL_CASES` (default 200) and
-//! `MODEL_STEPS` (default 24) set the size; the long run:
+//! sequences), and proptest shrinks a failing sequence for up to `MODEL_SHRINK_SECONDS`
+//! (default 120). `MODEL_CASES` (default 200) and `MODEL_STEPS` (default 24) set the size; the
+//! long run:
 //! `MODEL_CASES=2000 cargo test -p redlock-tests --test model_based -- --nocapture`.
 
 mod model;
@@ -86,6 +87,14 @@ fn env_number(name: &str, default: u32) -> u32 {
         .unwrap_or(default)
 }
 
+/// How long proptest may shrink a failing sequence: `MODEL_SHRINK_SECONDS`, by default two
+/// minutes. Each try replays a sequence against the servers (seconds each), so the bound is
+/// in time; the first failure is printed before shrinking begins, and the shortest sequence
+/// found by then is reported.
+fn shrink_seconds() -> u32 {
+    env_number("MODEL_SHRINK_SECONDS", 120)
+}
+
 type PanicHook = dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static;
 
 /// Keeps the panics of failing cases quiet on this thread while proptest shrinks the failure
@@ -104,7 +113,8 @@ fn quiet_failing_cases() -> Arc<PanicHook> {
             // The first failure as it happened: shrinking may end on a smaller one that fails
             // for another reason (a server the first left broken, say).
             eprintln!(
-                "model: a sequence failed; shrinking it (up to five minutes). The first failure:\n{}",
+                "model: a sequence failed; shrinking it (up to {} s, MODEL_SHRINK_SECONDS). The first failure:\n{}",
+                shrink_seconds(),
                 info.payload()
                     .downcast_ref::<String>()
                     .map(String::as_str)
@@ -152,9 +162,10 @@ fn run(what: &str, deployment: Deployment, cases: u32) {
         cases,
         rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
-        max_shrink_iters: 200,
-        // Milliseconds: a failure's shrinking stops after five minutes.
-        max_shrink_time: 300_000,
+        // Each try takes seconds: time bounds the shrinking first.
+        max_shrink_iters: 100,
+        // Milliseconds.
+        max_shrink_time: shrink_seconds().saturating_mul(1000),
         ..Config::default()
     };
     let started = std::time::Instant::now();

@@ -388,7 +388,13 @@ impl Model {
                 // (a step's future is always polled once): dropped, that retry completes in the
                 // background, released or given up where no majority answers, as a dropped
                 // release does. The attempt itself is undone on every node it reached.
+                // Both happen in the background, whenever a busy machine gets to them: until
+                // then the keys may stay, for their lease at most.
                 let disturbed = self.disturbed();
+                let mut lingers = match lease {
+                    Lease::Watchdog => self.watchdog,
+                    Lease::Fixed(ms) => Duration::from_millis(ms),
+                };
                 let hold = &mut self.holds[actor][lock];
                 if hold.pending_unlock && hold.lost.is_none() && hold.count > 0 {
                     hold.disturbed |= disturbed;
@@ -398,8 +404,9 @@ impl Model {
                     if hold.count == 0 {
                         *hold = Hold::default();
                     }
+                    lingers = lingers.max(self.longest_lease(lock));
                 }
-                self.linger(lock, Duration::from_millis(300));
+                self.linger(lock, lingers);
                 Ok(None)
             }
             Took::Failed(Error::LockLost { reason, .. }) => {
@@ -555,7 +562,9 @@ impl Model {
                 Ok(())
             }
             Released::Dropped => {
-                // Completed in the background, or given up there if no majority answers.
+                // Completed in the background (whenever a busy machine gets to it: the key may
+                // stay until then, for its lease at most), or given up there if no majority
+                // answers.
                 hold.disturbed |= disturbed;
                 if finishes_pending {
                     let_go(hold);
@@ -563,7 +572,8 @@ impl Model {
                 if hold.count > 0 {
                     let_go(hold);
                 }
-                self.linger(lock, Duration::from_millis(300));
+                let lease = self.longest_lease(lock);
+                self.linger(lock, lease);
                 Ok(())
             }
             other => Err(format!(

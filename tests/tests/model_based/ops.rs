@@ -4,6 +4,8 @@
 use proptest::prelude::*;
 use proptest_state_machine::ReferenceStateMachine;
 
+use crate::system::NODE_TIMEOUT;
+
 /// Three actors: two owners in client 0 (a task, and an explicit owner used from fresh tasks
 /// each time) and a task in client 1.
 pub(crate) const ACTORS: usize = 3;
@@ -154,10 +156,16 @@ impl Drawn {
 /// The reference state machine that draws sequences.
 pub(crate) struct Sequences;
 
+/// The shortest fixed lease drawn, in milliseconds: 100 ms above the per-node timeout, so that
+/// an attempt that waited a whole per-node timeout still has validity left (the library
+/// refuses a lease not above the per-node timeout plus the drift allowance).
+pub(crate) const SHORTEST_FIXED_LEASE_MS: u64 = NODE_TIMEOUT.as_millis() as u64 + 100;
+
 fn lease() -> impl Strategy<Value = Lease> {
     prop_oneof![
         3 => Just(Lease::Watchdog),
-        1 => (150u64..700).prop_map(Lease::Fixed),
+        // Shorter than the watchdog's: they run out within a few steps.
+        1 => (SHORTEST_FIXED_LEASE_MS..SHORTEST_FIXED_LEASE_MS + 500).prop_map(Lease::Fixed),
         1 => (1_600u64..3_000).prop_map(Lease::Fixed),
     ]
 }
@@ -297,8 +305,11 @@ impl ReferenceStateMachine for Sequences {
             ));
         }
         if !paused.is_empty() {
+            // Each paused node is resumed as likely as a lone one: a majority paused does not
+            // last twice as long (every step in it waits a per-node timeout, and fails).
+            let resume_weight = 6 * u32::try_from(paused.len()).unwrap_or(1);
             steps.push((
-                6,
+                resume_weight,
                 proptest::sample::select(paused)
                     .prop_map(|node| Step::Resume { node })
                     .boxed(),

@@ -23,7 +23,19 @@ use crate::plain::PLAIN;
 
 /// The watchdog lease: short, so fixed leases and pauses cross it within a few steps.
 pub(crate) const WATCHDOG: Duration = Duration::from_millis(1500);
-const NODE_TIMEOUT: Duration = Duration::from_millis(60);
+/// How long a master may take to answer. A running master answers in a millisecond; on a
+/// two-core machine shared with builds and other suites its reply can still take tens of
+/// milliseconds, which must not turn into a `NoQuorum` the model counts as a violation. A
+/// paused master costs an operation no more than this (the majority decides), so the steps
+/// stay short. Every fixed lease the sequences draw exceeds it by 100 ms or more
+/// ([`crate::ops::SHORTEST_FIXED_LEASE_MS`]).
+pub(crate) const NODE_TIMEOUT: Duration = Duration::from_millis(200);
+/// How much earlier than a holder's believed deadline a master's key must run out before the
+/// TTL check calls it a violation: a tenth of the watchdog lease. A correct lock's keys
+/// outlive the belief by the drift allowance; the bugs this check is for (a TTL shortened by a
+/// nested acquisition, a deadline pushed past a renewal that did not land) leave it hundreds
+/// of milliseconds short.
+const TTL_ROOM: Duration = Duration::from_millis(WATCHDOG.as_millis() as u64 / 10);
 /// How long `lock()` and `acquire()` wait before the step drops them.
 const PATIENCE: Duration = Duration::from_millis(400);
 /// No step may take longer: a hang is a failure, not a stuck suite.
@@ -68,6 +80,10 @@ pub(crate) struct System {
     plain: [Option<RenewedLease>; 2],
     pub(crate) model: Model,
     paused: [bool; NODES],
+    /// One connection per master for the TTL check, opened once and kept (a connection made
+    /// inside the check would put its handshake between the belief and the TTL read), opened
+    /// again after a failure (a restart).
+    probes: Vec<Option<redis::Connection>>,
     baseline: Vec<usize>,
     log: Vec<String>,
 }
@@ -128,6 +144,7 @@ impl System {
             plain: [None, None],
             model: Model::new(WATCHDOG, shared_counter),
             paused: [false; NODES],
+            probes: (0..NODES).map(|_| None).collect(),
             baseline,
             log: Vec::new(),
         }
@@ -651,6 +668,9 @@ impl System {
             ));
         }
         let fresh = self.runtime().block_on(new_client(&self.members));
+        // As at the start: every member the client can reach connected before the next step
+        // (a paused one costs a per-node timeout and is connected when it resumes).
+        let _ = self.runtime().block_on(fresh.readiness());
         for actor in (0..ACTORS).filter(|a| CLIENT_OF[*a] == client) {
             if self.actors[actor].owner.is_some() {
                 self.actors[actor].owner = Some(fresh.new_owner());
@@ -694,8 +714,13 @@ impl System {
 
     /// A holder's lost deadline never lies beyond what the nodes still grant it: while it
     /// believes, no majority of nodes could hand the lock to anyone else. A paused node keeps
-    /// its keys and grants nobody; a running node whose TTL runs out before the belief does
+    /// its keys and grants nobody; a running node whose key runs out before the belief does
     /// could.
+    ///
+    /// A PTTL read from a node is the key's time left when the node answered, which was before
+    /// the reply arrived here: the key runs out no later than the reply's arrival plus the PTTL
+    /// (plus the millisecond Redis rounds away). That bound, however slow the read, is compared
+    /// with the deadline, with [`TTL_ROOM`] to spare.
     fn check_ttls(&mut self) -> Result<(), String> {
         let reentrant = self
             .model
@@ -718,43 +743,65 @@ impl System {
             let Some((deadline, _)) = signal.deadline() else {
                 continue;
             };
-            let believed = deadline.saturating_duration_since(Instant::now());
-            if signal.is_lost() || believed.is_zero() {
+            if signal.is_lost() || deadline <= Instant::now() {
                 continue;
             }
-            let ttls: Vec<i64> = self
-                .cluster
-                .nodes()
-                .iter()
-                .filter(|node| node.is_running())
+            // Each running node's key runs out by then at the latest (`None`: unreadable, or a
+            // key without expiry, which backs the belief whatever else is wrong with it).
+            let running: Vec<usize> = (0..NODES)
+                .filter(|node| self.cluster.node(*node).is_running())
+                .collect();
+            let runs_out: Vec<Option<Instant>> = running
+                .into_iter()
                 .map(|node| {
-                    redis::cmd("PTTL")
-                        .arg(&key)
-                        .query(&mut node.connection())
-                        .unwrap_or(-2)
+                    let ttl = self.pttl(node, &key).filter(|ttl| *ttl != -1)?;
+                    // -2: no key, free now.
+                    let left = Duration::from_millis(u64::try_from(ttl).unwrap_or(0));
+                    Some(Instant::now() + left + Duration::from_millis(1))
                 })
                 .collect();
-            // The PTTLs were read after `believed` was measured, and Redis rounds to the ms.
-            let short = |ttl: &&i64| {
-                let ttl = Duration::from_millis(u64::try_from(**ttl).unwrap_or(0));
-                ttl + Duration::from_millis(25) < believed
-            };
-            let free = ttls.iter().filter(short).count();
+            let free = runs_out
+                .iter()
+                .flatten()
+                .filter(|end| **end + TTL_ROOM < deadline)
+                .count();
             let majority = NODES / 2 + 1;
             if free >= majority && !signal.is_lost() {
+                let now = Instant::now();
+                let believed = deadline.saturating_duration_since(now);
+                let left: Vec<Option<Duration>> = runs_out
+                    .iter()
+                    .map(|end| end.map(|end| end.saturating_duration_since(now)))
+                    .collect();
                 return Err(format!(
-                    "{who}: believes {believed:?} more, but {free} answering nodes would grant the lock sooner (PTTLs {ttls:?})"
+                    "{who}: believes {believed:?} more, but {free} answering nodes would grant the lock sooner (their keys run out within {left:?})"
                 ));
             }
         }
         Ok(())
     }
 
+    /// `PTTL key` on a running node over its kept connection (opened again once if it fails:
+    /// the node restarted since); `None` if the node cannot be read.
+    fn pttl(&mut self, node: usize, key: &str) -> Option<i64> {
+        for _ in 0..2 {
+            let connection = match &mut self.probes[node] {
+                Some(connection) => connection,
+                slot => slot.insert(self.cluster.node(node).try_connection().ok()?),
+            };
+            match redis::cmd("PTTL").arg(key).query::<i64>(connection) {
+                Ok(ttl) => return Some(ttl),
+                Err(_) => self.probes[node] = None,
+            }
+        }
+        None
+    }
+
     /// Each client's watchdog has exactly the holds the model says are live.
     fn check_registrations(&mut self) -> Result<(), String> {
         for client in 0..2 {
             let registered = || self.clients[client].watchdog().registered();
-            let deadline = Instant::now() + Duration::from_secs(3);
+            let deadline = Instant::now() + WATCHDOG * 2;
             loop {
                 self.model.observe_all()?;
                 let expected = self.model.registered(client) + self.model.plain.registered(client);
@@ -848,6 +895,8 @@ impl System {
         for client in &clients {
             self.runtime().block_on(client.shutdown());
         }
+        // The TTL check's connections are not the clients'.
+        self.probes.clear();
         let pubsub = || {
             cluster
                 .nodes()
@@ -961,6 +1010,10 @@ fn node_stats(node: &redlock_testkit::RedisServer) -> String {
     }
 }
 
+/// A client whose acquisitions retry once: an attempt that met a slow moment (two masters
+/// silent for a whole per-node timeout) tries again, as a user's would, and a `NoQuorum` with
+/// no fault to explain it stays a violation. One retry, not the default three: with a majority
+/// paused every attempt waits a per-node timeout, and the sequences must stay short.
 async fn new_client(members: &[String]) -> LockClient {
     LockClient::builder()
         .nodes(members.iter().cloned())
