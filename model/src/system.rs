@@ -918,7 +918,11 @@ impl System {
             .filter(|&m| has(asked, m) && answers[m].is_none())
             .count();
         let c = &mut state.clients[client];
-        if released >= quorum {
+        let lost = released + missing < quorum || refused >= quorum;
+        // A final release is done once no majority can still hold it for this owner: only
+        // the unanswered masters might (`decide` in redlock-reentrant's unlock.rs).
+        let final_done = c.hold.count == 1 && missing < quorum;
+        if released >= quorum || (!lost && final_done) {
             c.op = Op::Idle;
             c.hold.pending = false;
             if c.hold.lost {
@@ -935,7 +939,7 @@ impl System {
             }
             return;
         }
-        if released + missing < quorum || refused >= quorum {
+        if lost {
             // A majority does not know the hold: it was lost before the release.
             c.op = Op::Idle;
             c.hold.pending = false;

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::cluster::is_cluster_url;
+use crate::members::first_duplicate;
 use crate::quorum::clock_drift;
 use crate::{InvalidArgument, NodeAddress, RetryPolicy};
 
@@ -25,7 +26,9 @@ use crate::{InvalidArgument, NodeAddress, RetryPolicy};
 pub struct RedlockConfig {
     /// URLs of N independent Redis masters (`redis://`, `rediss://` with the `tls-rustls`
     /// feature, `redis+unix://`; `user:password@` for AUTH or ACL). One URL is single-instance
-    /// locking. Never replicas of each other: Redlock needs independent failures.
+    /// locking. Never replicas of each other: Redlock needs independent failures. Each server
+    /// once: two URLs naming one server (another database of it, or a shared cluster seed) are
+    /// refused with [`InvalidArgument::DuplicateNode`](crate::InvalidArgument::DuplicateNode).
     ///
     /// A member can also be a whole Redis Cluster: `redis+cluster://host:port` (or
     /// `rediss+cluster://`), with more seed nodes as `?addr=host:port&addr=host:port`. Each
@@ -206,12 +209,22 @@ impl RedlockConfig {
         if self.nodes.is_empty() {
             return Err(InvalidArgument::NoNodes);
         }
+        if let Some((first, second, server)) = first_duplicate(&self.nodes) {
+            return Err(InvalidArgument::DuplicateNode {
+                first,
+                second,
+                server,
+            });
+        }
         if self.node_timeout.is_some_and(|timeout| timeout.is_zero())
             || self
                 .connect_timeout
                 .is_some_and(|timeout| timeout.is_zero())
         {
             return Err(InvalidArgument::ZeroNodeTimeout);
+        }
+        if self.retry.retries > 0 && self.retry.base_delay.is_zero() {
+            return Err(InvalidArgument::ZeroRetryDelay);
         }
         let factor = self.clock_drift_factor;
         if !(factor.is_finite() && (0.0..1.0).contains(&factor)) {
@@ -340,5 +353,27 @@ mod tests {
         config.clock_drift_factor = 0.01;
         config.node_timeout = Some(Duration::ZERO);
         assert_eq!(config.check(), Err(InvalidArgument::ZeroNodeTimeout));
+        config.node_timeout = None;
+        config.retry.base_delay = Duration::ZERO;
+        assert_eq!(config.check(), Err(InvalidArgument::ZeroRetryDelay));
+        config.retry.retries = 0;
+        assert_eq!(config.check(), Ok(()), "no retries, no pause to take");
+    }
+
+    #[test]
+    fn one_server_listed_twice_is_refused() {
+        let config = RedlockConfig::with_nodes([
+            "redis://:pw@127.0.0.1:7000",
+            "redis://127.0.0.1:7001",
+            "redis://localhost:7000/2",
+        ]);
+        assert_eq!(
+            config.check(),
+            Err(InvalidArgument::DuplicateNode {
+                first: 0,
+                second: 2,
+                server: "localhost:7000".to_owned()
+            })
+        );
     }
 }

@@ -152,6 +152,18 @@ pub enum InvalidArgument {
     /// No node URL was given.
     #[error("invalid argument: no Redis node was given")]
     NoNodes,
+    /// Two node URLs name one server (the same host and port, another database number of it,
+    /// or a cluster seed two members share): that server would vote twice, and could make a
+    /// majority on its own.
+    #[error("invalid argument: nodes {first} and {second} are one server ({server}): listed twice, it would vote twice")]
+    DuplicateNode {
+        /// The position of the first URL naming it.
+        first: usize,
+        /// The position of the second.
+        second: usize,
+        /// The server, as `host:port` (never a password).
+        server: String,
+    },
     /// A node URL is not usable.
     #[error("invalid argument: node {index} ({address}) is not a usable Redis URL: {reason}")]
     NodeUrl {
@@ -192,6 +204,10 @@ pub enum InvalidArgument {
         /// The name.
         name: String,
     },
+    /// Retries were asked for with a zero base delay: rivals that split a vote would retry at
+    /// once and split it again, in a tight loop.
+    #[error("invalid argument: the retry policy's base delay is zero (rivals that split a vote would retry in a tight loop)")]
+    ZeroRetryDelay,
     /// Replica acknowledgements (`WAIT`) were asked for with a zero timeout, which would wait
     /// forever, or from no replica.
     #[error("invalid argument: replica acknowledgements need at least one replica and a timeout above zero")]

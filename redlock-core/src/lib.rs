@@ -50,6 +50,7 @@ mod lease;
 mod lock_script;
 mod lost_reason;
 mod lua;
+mod members;
 mod node;
 mod node_address;
 mod nodes;

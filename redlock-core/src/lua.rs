@@ -34,7 +34,7 @@ impl FromRedisValue for AcquireReply {
 /// Compare-and-delete on one node (`lua/release.lua`); answers an [`Applied`](crate::Applied).
 pub(crate) static RELEASE: LockScript = LockScript::new(include_str!("lua/release.lua"));
 
-/// Compare-and-`PEXPIRE` on one node (`lua/extend.lua`); answers an [`Applied`](crate::Applied).
+/// Compare-and-extend, never shorten, on one node (`lua/extend.lua`); answers an [`Applied`](crate::Applied).
 pub(crate) static EXTEND: LockScript = LockScript::new(include_str!("lua/extend.lua"));
 
 /// Renews many plain locks on one node (`lua/renew.lua`), for a watchdog.

@@ -382,13 +382,18 @@ impl Redlock {
         }
     }
 
-    /// Resets the lease of a lock still held to `new_lease` from now (compare-and-`PEXPIRE` on
-    /// every node). A node where the key is gone is not given it back.
+    /// Makes a lock still held last at least `new_lease` from now on a majority (compare-and-
+    /// `PEXPIRE` on every node). A node where the key is gone is not given it back.
+    ///
+    /// **An extend never shortens a lease**: a node whose key already has more than `new_lease`
+    /// left keeps it. So whatever the outcome (granted, an error, or the future dropped while
+    /// its requests are still queued on the nodes), the old lease's validity stays true, and
+    /// the returned lease is valid until the later of the old validity and the new one.
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future may leave some nodes extended and others not; the returned lease
-    /// is then unknown, so keep relying on the old one.
+    /// Dropping the future may leave some nodes extended and others not; keep relying on the
+    /// old lease, which no node shortens.
     ///
     /// # Errors
     ///
@@ -419,10 +424,11 @@ impl Redlock {
         let drift = self.config().drift_for(new_lease);
         if extended >= fan.quorum() {
             return match validity(new_lease, fan.elapsed(), drift) {
+                // No node shortens a lease: the old validity holds if it is the later one.
                 Some(left) => Ok(Lease {
                     lease: new_lease,
                     validity: left,
-                    valid_until: fan.started() + (new_lease - drift),
+                    valid_until: lease.valid_until.max(fan.started() + (new_lease - drift)),
                     granted_by: extended,
                     ..lease.clone()
                 }),

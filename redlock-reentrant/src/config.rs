@@ -46,7 +46,13 @@ use crate::LockClientBuilder;
 pub struct LockClientConfig {
     /// The quorum's members: URLs of N independent Redis masters (`redis://`, `rediss://`,
     /// `redis+unix://`), or Redis Clusters (`redis+cluster://host:port?addr=host:port`). One
-    /// URL is single-instance locking. Required.
+    /// URL is single-instance locking. Required. In a file, a list of URLs or one string of
+    /// comma-separated URLs (as `REDLOCK_NODES`); a value of another shape is refused without
+    /// being echoed, since URLs may hold passwords.
+    #[cfg_attr(
+        feature = "serde",
+        serde(deserialize_with = "nodes_serde::deserialize")
+    )]
     pub nodes: Vec<String>,
     /// Prepended to every lock name to form its key. Default `redlock:`.
     #[cfg_attr(feature = "serde", serde(default))]
@@ -81,6 +87,75 @@ pub struct LockClientConfig {
     /// Off by default.
     #[cfg_attr(feature = "serde", serde(default))]
     pub replica_acks: Option<ReplicaAcksConfig>,
+}
+
+/// The node URLs in a comma-separated list (`REDLOCK_NODES`, or `nodes` written as one string),
+/// blanks around each and empty entries dropped.
+pub(crate) fn split_nodes(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|url| !url.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `nodes` from a file: a list of URLs or one comma-separated string. Errors never quote a
+/// value, which could be a URL with its password.
+#[cfg(feature = "serde")]
+mod nodes_serde {
+    use serde::de::{Deserializer, Error, SeqAccess, Unexpected, Visitor};
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<String>, D::Error> {
+        deserializer.deserialize_any(Nodes)
+    }
+
+    const EXPECTED: &str = "a list of node URLs, or one string of comma-separated node URLs";
+
+    struct Nodes;
+
+    impl<'de> Visitor<'de> for Nodes {
+        type Value = Vec<String>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(EXPECTED)
+        }
+
+        fn visit_str<E: Error>(self, list: &str) -> Result<Self::Value, E> {
+            Ok(super::split_nodes(list))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut nodes = Vec::new();
+            while let Some(url) = seq.next_element::<Url>()? {
+                nodes.push(url.0);
+            }
+            Ok(nodes)
+        }
+    }
+
+    /// One URL of the list: a string, or an error that names only the shape found.
+    struct Url(String);
+
+    impl<'de> serde::Deserialize<'de> for Url {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct One;
+            impl Visitor<'_> for One {
+                type Value = String;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a node URL")
+                }
+                fn visit_str<E: Error>(self, url: &str) -> Result<String, E> {
+                    Ok(url.to_owned())
+                }
+                fn visit_bytes<E: Error>(self, _: &[u8]) -> Result<String, E> {
+                    Err(E::invalid_type(Unexpected::Other("bytes"), &self))
+                }
+            }
+            deserializer.deserialize_string(One).map(Url)
+        }
+    }
 }
 
 /// Retries of an acquisition that found no quorum (see [`RetryPolicy`]).
@@ -166,8 +241,8 @@ impl LockClientConfig {
     ///
     /// A [`ConfigError`] naming the first setting that cannot work: no nodes, a URL that is not
     /// a usable Redis URL, a zero duration, a drift factor outside `[0, 1)`, a zero pool or
-    /// batch size, replica acknowledgements from no replica, a key prefix with `{` beside a
-    /// cluster member.
+    /// batch size, a zero retry delay, replica acknowledgements from no replica, a key prefix
+    /// with `{` beside a cluster member, one server listed twice.
     pub fn into_builder(self) -> Result<LockClientBuilder, ConfigError> {
         self.into_builder_naming(Naming::Fields)
     }
@@ -228,6 +303,12 @@ impl LockClientConfig {
                 max_delay: retry.max_delay.unwrap_or(base.max_delay),
             }
         });
+        if retry.retries > 0 && retry.base_delay.is_zero() {
+            return Err(invalid(
+                "retry.base_delay",
+                "must be above zero (rivals that split a vote would retry in a tight loop)",
+            ));
+        }
         if retry.base_delay > retry.max_delay {
             return Err(invalid(
                 "retry.base_delay",

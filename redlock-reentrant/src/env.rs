@@ -120,13 +120,7 @@ impl LockClientConfig {
                 .transpose()
         };
         let nodes: Vec<String> = read("nodes")
-            .map(|list| {
-                list.split(',')
-                    .map(str::trim)
-                    .filter(|url| !url.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
+            .map(|list| crate::config::split_nodes(&list))
             .unwrap_or_default();
         let retries = number("retry.retries")?
             .map(|n| u32::try_from(n).map_err(|err| invalid("retry.retries", &n.to_string(), &err)))

@@ -115,7 +115,6 @@ pub(crate) struct ReleasePlan {
     pub(crate) count: u32,
 }
 
-#[cfg(test)]
 impl ReleasePlan {
     /// Whether this release frees the lock.
     pub(crate) fn is_final(&self) -> bool {

@@ -241,6 +241,7 @@ impl InFlight {
         let config = inner.redlock.config();
         let timeout = inner.node_timeout();
         let latch = format!("{}:unlock:{}", target.key(), self.plan.request);
+        let last = self.plan.is_final();
         #[cfg(feature = "sabotage")]
         let unlock_script: &redlock_core::LockScript = if crate::sabotage::release_without_compare()
         {
@@ -267,12 +268,14 @@ impl InFlight {
                     inner
                         .redlock
                         .nodes()
-                        .run_script_until(&call, timeout, |fan| verdict(fan) != Verdict::Undecided)
+                        .run_script_until(&call, timeout, |fan| {
+                            verdict(fan, last) != Verdict::Undecided
+                        })
                 },
-                |fan| verdict(fan) == Verdict::Undecided,
+                |fan| verdict(fan, last) == Verdict::Undecided,
             )
             .await;
-        match verdict(&fan) {
+        match verdict(&fan, last) {
             Verdict::Released => {
                 let mode = self.mode;
                 let left = self.hold().released(mode);
@@ -312,14 +315,51 @@ enum Verdict {
     Undecided,
 }
 
-fn verdict(fan: &FanOut<UnlockReply>) -> Verdict {
-    let released = fan.count(|reply| matches!(reply, UnlockReply::Left(_)));
-    let refused = fan.count(|reply| *reply == UnlockReply::NotHeld);
-    let unanswered = fan.unanswered();
-    if released >= fan.quorum() {
+fn verdict(fan: &FanOut<UnlockReply>, last: bool) -> Verdict {
+    decide(Tally {
+        released: fan.count(|reply| matches!(reply, UnlockReply::Left(_))),
+        refused: fan.count(|reply| *reply == UnlockReply::NotHeld),
+        unanswered: fan.unanswered(),
+        quorum: fan.quorum(),
+        last,
+    })
+}
+
+/// What came back from a release, counted.
+#[derive(Debug, Clone, Copy)]
+struct Tally {
+    /// Nodes that applied it (or had applied it, for a retry).
+    released: usize,
+    /// Nodes where this owner does not hold the lock.
+    refused: usize,
+    /// Nodes with no usable answer (yet).
+    unanswered: usize,
+    quorum: usize,
+    /// Whether this is the hold's final release (it deletes the lock where it is applied).
+    last: bool,
+}
+
+/// The rule: a majority that applied it releases; a majority that does not know the hold
+/// refuses (it was lost). A final release is also done as soon as the answers prove that no
+/// majority can still hold the lock for this owner (only the unanswered nodes might, and they
+/// are fewer than a majority): Redlock's promise that with a majority of masters up, a holder
+/// can release. It counts as released when the answers fit a hold that was still valid (the
+/// released nodes with the unanswered ones make a majority), as lost otherwise.
+fn decide(tally: Tally) -> Verdict {
+    let Tally {
+        released,
+        refused,
+        unanswered,
+        quorum,
+        last,
+    } = tally;
+    let could_have_held = released + unanswered >= quorum;
+    if released >= quorum {
         Verdict::Released
-    } else if released + unanswered < fan.quorum() || refused >= fan.quorum() {
+    } else if !could_have_held || refused >= quorum {
         Verdict::Refused
+    } else if last && unanswered < quorum {
+        Verdict::Released
     } else {
         Verdict::Undecided
     }
@@ -507,5 +547,72 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
         tracing::warn!(
             "shutdown could not reach a majority for some locks; they expire with their lease"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(released: usize, refused: usize, unanswered: usize, last: bool) -> Verdict {
+        decide(Tally {
+            released,
+            refused,
+            unanswered,
+            quorum: 3,
+            last,
+        })
+    }
+
+    #[test]
+    fn a_majority_that_applied_it_releases_and_one_that_never_knew_it_refuses() {
+        for last in [false, true] {
+            assert_eq!(tally(3, 0, 2, last), Verdict::Released);
+            assert_eq!(tally(0, 3, 2, last), Verdict::Refused);
+            assert_eq!(tally(1, 4, 0, last), Verdict::Refused);
+            assert_eq!(tally(0, 0, 5, last), Verdict::Undecided);
+            assert_eq!(tally(2, 0, 3, last), Verdict::Undecided);
+        }
+    }
+
+    #[test]
+    fn a_final_release_is_done_once_no_majority_can_still_hold_it() {
+        // Granted on exactly three of five; one of them stopped: two released, two never had
+        // it, one silent. Nothing can hold it for this owner on a majority any more.
+        assert_eq!(tally(2, 2, 1, true), Verdict::Released);
+        assert_eq!(tally(1, 2, 2, true), Verdict::Released);
+        // Fewer released than could ever have made the hold a majority: it had been lost.
+        assert_eq!(tally(1, 3, 1, true), Verdict::Refused);
+        // Three silent nodes could still hold it.
+        assert_eq!(tally(1, 1, 3, true), Verdict::Undecided);
+    }
+
+    #[test]
+    fn a_nested_release_still_needs_a_majority_that_applied_it() {
+        // The hold goes on: its count must have dropped on a majority.
+        assert_eq!(tally(2, 2, 1, false), Verdict::Undecided);
+        assert_eq!(tally(1, 2, 2, false), Verdict::Undecided);
+    }
+
+    #[test]
+    fn every_tally_of_five_nodes_decides_safely() {
+        for released in 0..=5 {
+            for refused in 0..=5 - released {
+                for last in [false, true] {
+                    let unanswered = 5 - released - refused;
+                    let verdict = tally(released, refused, unanswered, last);
+                    if verdict == Verdict::Released {
+                        // Never a majority left holding it after a final release, and a
+                        // nested one changed a majority.
+                        assert!(unanswered < 3, "{released}/{refused}/{unanswered}");
+                        assert!(!last || released + unanswered >= 3);
+                        assert!(last || released >= 3);
+                    }
+                    if verdict == Verdict::Undecided {
+                        assert!(released < 3 && refused < 3);
+                    }
+                }
+            }
+        }
     }
 }

@@ -254,3 +254,64 @@ async fn a_client_built_from_a_file_locks() {
     lock.unlock().await.expect("unlock");
     client.shutdown().await;
 }
+
+#[test]
+fn nodes_may_be_one_comma_separated_string_and_a_misshapen_value_is_never_echoed() {
+    let toml: LockClientConfig =
+        toml::from_str("nodes = \"redis://:hunter2@10.0.0.1:6379, redis://10.0.0.2:6379\"")
+            .expect("one string of URLs");
+    let json: LockClientConfig = serde_json::from_str(
+        r#"{"nodes": "redis://:hunter2@10.0.0.1:6379,redis://10.0.0.2:6379"}"#,
+    )
+    .expect("one string of URLs");
+    for config in [toml, json] {
+        assert_eq!(
+            config.nodes,
+            ["redis://:hunter2@10.0.0.1:6379", "redis://10.0.0.2:6379"]
+        );
+    }
+    // serde_json's errors carry no excerpt of the input: what shows is ours alone.
+    for misshapen in [
+        r#"{"nodes": {"url": "redis://:hunter2@h:1"}}"#,
+        r#"{"nodes": [["redis://:hunter2@h:1"]]}"#,
+        r#"{"nodes": [{"url": "redis://:hunter2@h:1"}]}"#,
+        r#"{"nodes": true}"#,
+    ] {
+        let err = serde_json::from_str::<LockClientConfig>(misshapen).expect_err("refused");
+        let shown = err.to_string();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("node URL"), "says what is expected: {shown}");
+    }
+}
+
+#[test]
+fn one_server_listed_twice_is_refused_naming_the_nodes() {
+    for nodes in [
+        "redis://:hunter2@10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.1:6379/1",
+        "redis://localhost:7000,redis://127.0.0.1:7000,redis://10.0.0.3:6379",
+        "redis+cluster://:hunter2@10.0.0.1:7000?addr=10.0.0.2:7000,redis+cluster://:hunter2@10.0.0.2:7000",
+    ] {
+        let err = LockClientBuilder::from_lookup(env(&[("REDLOCK_NODES", nodes)]))
+            .expect_err("one server votes once");
+        let shown = err.to_string();
+        assert_eq!(invalid_setting(err), "REDLOCK_NODES");
+        assert!(shown.contains("vote twice"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+}
+
+#[test]
+fn a_zero_retry_pause_is_refused() {
+    let config: LockClientConfig = toml::from_str(
+        "nodes = [\"redis://10.0.0.1:6379\"]\nretry = { retries = 3, base_delay = \"0s\" }",
+    )
+    .expect("parses");
+    let err = config.into_builder().expect_err("a tight retry loop");
+    assert_eq!(invalid_setting(err), "retry.base_delay");
+    let err = LockClientBuilder::from_lookup(env(&[
+        ("REDLOCK_NODES", "redis://10.0.0.1:6379"),
+        ("REDLOCK_RETRY_BASE_DELAY", "0ms"),
+    ]))
+    .expect_err("a tight retry loop");
+    assert_eq!(invalid_setting(err), "REDLOCK_RETRY_BASE_DELAY");
+}

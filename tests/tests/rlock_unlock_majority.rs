@@ -1,0 +1,103 @@
+//! With a majority of masters up, a holder can release (Redlock's liveness promise): a final
+//! unlock is done as soon as the answers prove that no majority can still hold the lock for
+//! this owner, even when fewer than a majority answered "released" because the hold was
+//! granted on exactly a majority and one of those masters stopped.
+
+use std::time::Duration;
+
+use redlock_reentrant::{redis, Error, LockClient, RetryPolicy};
+use redlock_testkit::RedisCluster;
+use redlock_tests::{released_everywhere, WATCHDOG};
+
+/// Room for a busy machine: a tenth of the watchdog lease.
+const NODE_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// Another owner's partial grant, as an undone rival attempt leaves it for a moment: the lock
+/// hash with the rival's field, for longer than the test runs.
+fn rival_grant(cluster: &RedisCluster, node: usize, key: &str) {
+    let mut connection = cluster.node(node).connection();
+    redis::pipe()
+        .hset(key, "rival-owner", 1)
+        .pexpire(key, 60_000)
+        .query::<()>(&mut connection)
+        .expect("rival grant");
+}
+
+async fn client(cluster: &RedisCluster) -> LockClient {
+    LockClient::builder()
+        .nodes(cluster.urls())
+        .watchdog_timeout(WATCHDOG)
+        .node_timeout(NODE_TIMEOUT)
+        .retry(RetryPolicy::none())
+        .build()
+        .await
+        .expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_granted_by_exactly_a_majority_is_released_with_one_of_them_stopped() {
+    let cluster = RedisCluster::start(5);
+    let key = "redlock:exactly-three";
+    rival_grant(&cluster, 3, key);
+    rival_grant(&cluster, 4, key);
+    let client = client(&cluster).await;
+    let lock = client.get_lock("exactly-three");
+    assert!(
+        lock.try_lock(Duration::ZERO, None).await.expect("try_lock"),
+        "three of five masters are free"
+    );
+    let holders = |node: usize| cluster.keys_on(node, key).len();
+    assert_eq!(
+        (0..3).map(holders).sum::<usize>(),
+        3,
+        "granted on the three free masters"
+    );
+
+    // One of the three stops: two answer "released", two "not held", one nothing.
+    cluster.stop(0);
+    let released = lock.unlock().await;
+    cluster.resume(0);
+    assert!(
+        released.is_ok(),
+        "four of five masters answered and none of them holds it for us: {released:?}"
+    );
+    assert!(
+        matches!(lock.unlock().await, Err(Error::NotOwner { .. })),
+        "and nothing is left to release"
+    );
+    // The stopped master keeps our key until its lease ends; nothing renews it any more.
+    for node in 1..3 {
+        assert!(cluster.keys_on(node, key).is_empty(), "released on {node}");
+    }
+    client.shutdown().await;
+    for node in 3..5 {
+        redis::cmd("DEL")
+            .arg(key)
+            .query::<()>(&mut cluster.node(node).connection())
+            .expect("DEL");
+    }
+    released_everywhere(&cluster, key, WATCHDOG * 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_unlock_with_one_of_exactly_a_majority_stopped_stays_undecided() {
+    let cluster = RedisCluster::start(5);
+    let key = "redlock:nested-three";
+    rival_grant(&cluster, 3, key);
+    rival_grant(&cluster, 4, key);
+    let client = client(&cluster).await;
+    let lock = client.get_lock("nested-three");
+    assert!(lock.try_lock(Duration::ZERO, None).await.expect("outer"));
+    assert!(lock.try_lock(Duration::ZERO, None).await.expect("nested"));
+
+    // The hold goes on after a nested unlock, so its count must drop on a majority: two of
+    // the three masters that hold it cannot show that.
+    cluster.stop(0);
+    let nested = lock.unlock().await;
+    cluster.resume(0);
+    assert!(
+        matches!(nested, Err(Error::NoQuorum { .. })),
+        "a nested unlock needs a majority that applied it: {nested:?}"
+    );
+    client.shutdown().await;
+}
