@@ -95,8 +95,9 @@ pub(crate) struct RunArgs {
     /// Without --wait or --no-wait, wait as long as it takes.
     #[arg(long, value_parser = positive_duration, conflicts_with = "no_wait")]
     pub(crate) wait: Option<Duration>,
-    /// Do not wait: if the lock is held, exit at once with the busy code (silently, unless on
-    /// a terminal or with -v: cron mails nothing).
+    /// Do not wait for a holder: if the lock is held, exit at once with the busy code
+    /// (silently, unless on a terminal or with -v: cron mails nothing). A split vote between
+    /// runs started together is no holder: it is retried for up to half a second.
     #[arg(short, long)]
     pub(crate) no_wait: bool,
     /// A fixed lease instead of renewal: the lock frees this long after it was taken, and the

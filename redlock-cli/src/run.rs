@@ -110,7 +110,7 @@ async fn hold_and_run(
 async fn acquire(lock: &RLock, args: &RunArgs, out: &Reporter) -> Result<Option<LockGuard>, Error> {
     let attempt = async {
         match (args.no_wait, args.wait, args.lease) {
-            (true, _, lease) => lock.try_acquire(Duration::ZERO, lease).await,
+            (true, _, lease) => without_waiting(lock, lease).await,
             (false, Some(wait), lease) => lock.try_acquire(wait, lease).await,
             (false, None, Some(lease)) => lock.acquire_with_lease(lease).await.map(Some),
             (false, None, None) => lock.acquire().await.map(Some),
@@ -138,6 +138,44 @@ async fn acquire(lock: &RLock, args: &RunArgs, out: &Reporter) -> Result<Option<
         taken = attempt => taken,
         never = refresh => never,
     }
+}
+
+/// How long `--no-wait` retries a split vote before it says busy.
+const SPLIT_VOTE_RETRIES_FOR: Duration = Duration::from_millis(500);
+/// The longest pause between two of those retries (each pause is drawn below it).
+const SPLIT_VOTE_PAUSE: Duration = Duration::from_millis(40);
+
+/// `--no-wait`: does not wait for a holder, but a split vote is no holder. Rival runs started at
+/// the same moment (the same crontab line on several hosts) can each get a minority of the
+/// masters, and every one of them would give up: the job would run nowhere. So the lock is busy
+/// only when a majority of the masters hold it for one owner; a split is retried after a short
+/// random pause (the rivals undo their partial grants at once) for at most
+/// [`SPLIT_VOTE_RETRIES_FOR`].
+async fn without_waiting(
+    lock: &RLock,
+    lease: Option<Duration>,
+) -> Result<Option<LockGuard>, Error> {
+    let until = Instant::now() + SPLIT_VOTE_RETRIES_FOR;
+    loop {
+        if let Some(guard) = lock.try_acquire(Duration::ZERO, lease).await? {
+            return Ok(Some(guard));
+        }
+        if lock.status().await?.held_by_one_owner || Instant::now() >= until {
+            return Ok(None);
+        }
+        tracing::debug!(lock = %lock.name(), "a split vote, not a holder: trying again");
+        tokio::time::sleep(jitter(SPLIT_VOTE_PAUSE)).await;
+    }
+}
+
+/// A pause drawn in `[max / 4, max)`, so that rivals retrying a split do not meet again.
+fn jitter(max: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |now| now.subsec_nanos())
+        ^ std::process::id().rotate_left(16);
+    let span = max - max / 4;
+    max / 4 + span.mul_f64(f64::from(nanos % 1_000) / 1_000.0)
 }
 
 /// The busy failure, described where it will be shown.

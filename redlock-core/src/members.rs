@@ -79,7 +79,8 @@ mod tests {
 
     #[test]
     fn one_server_named_twice_is_found_whatever_the_spelling() {
-        let cases: [(&[&str], (usize, usize, &str)); 7] = [
+        type Case<'a> = (&'a [&'a str], (usize, usize, &'a str));
+        let cases: [Case<'_>; 7] = [
             (
                 &["redis://h:6379", "redis://b:1", "redis://h:6379"],
                 (0, 2, "h:6379"),

@@ -57,6 +57,9 @@ pub struct LockStatus {
     /// every lock of the key prefix, see docs/fencing.md): every token handed out so far is at
     /// most this. `None` when no node that answered has a counter.
     pub fencing_counter: Option<u64>,
+    /// A majority of all the nodes hold the lock for one and the same owner: it is held, not
+    /// split between rival attempts (which are undone at once, or expire with their lease).
+    pub held_by_one_owner: bool,
     /// The nodes that answered.
     pub answered: usize,
     /// The nodes configured.
@@ -110,8 +113,36 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
             holder_count: if locked { holder_count } else { 0 },
             remaining_ttl: remaining_ttl.filter(|_| locked),
             fencing_counter: fan.values().filter_map(|node| node.counter).max(),
+            held_by_one_owner: one_owner_on(
+                fan.values().map(|node| node.holder.as_deref()),
+                quorum,
+            ),
             answered: fan.answered(),
             nodes: fan.replies().len(),
         },
     })
+}
+
+/// Whether `quorum` of the nodes' holder digests name one and the same owner.
+fn one_owner_on<'a>(holders: impl Iterator<Item = Option<&'a str>>, quorum: usize) -> bool {
+    let holders: Vec<&str> = holders.flatten().collect();
+    holders
+        .iter()
+        .any(|holder| holders.iter().filter(|other| *other == holder).count() >= quorum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_owner_on;
+
+    #[test]
+    fn one_owner_needs_a_majority_of_its_own() {
+        let one = |holders: &[Option<&str>]| one_owner_on(holders.iter().copied(), 2);
+        assert!(one(&[Some("a"), Some("a"), None]));
+        assert!(one(&[Some("a"), Some("b"), Some("a")]));
+        // Held on a majority, but split between two owners: nobody holds it.
+        assert!(!one(&[Some("a"), Some("b"), None]));
+        assert!(!one(&[Some("a"), None, None]));
+        assert!(!one(&[None, None, None]));
+    }
 }

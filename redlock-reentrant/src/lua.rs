@@ -127,7 +127,7 @@ impl FromRedisValue for UnlockReply {
 pub(crate) static INSPECT: LockScript = LockScript::new(include_str!("lua/inspect.lua"));
 
 /// A node's answer to [`INSPECT`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Inspected {
     /// Someone holds the lock here.
     pub(crate) exists: bool,
@@ -139,12 +139,20 @@ pub(crate) struct Inspected {
     pub(crate) holder_count: u32,
     /// The node's fencing counter, when it has one.
     pub(crate) counter: Option<u64>,
+    /// A digest of the holder's owner when one owner holds the lock here (never the owner).
+    pub(crate) holder: Option<String>,
 }
 
 impl FromRedisValue for Inspected {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        let (exists, count, pttl, holder_count, counter): (i64, i64, i64, i64, String) =
-            redis::from_redis_value(value)?;
+        let (exists, count, pttl, holder_count, counter, holder): (
+            i64,
+            i64,
+            i64,
+            i64,
+            String,
+            String,
+        ) = redis::from_redis_value(value)?;
         let count_of = |count: i64| u32::try_from(count).map_err(|_| format!("hold count {count}"));
         Ok(Inspected {
             exists: exists == 1,
@@ -162,6 +170,7 @@ impl FromRedisValue for Inspected {
                         .map_err(|_| format!("fencing counter {digits:?}"))?,
                 ),
             },
+            holder: Some(holder).filter(|digest| !digest.is_empty()),
         })
     }
 }
@@ -227,35 +236,38 @@ mod tests {
         );
         assert!(UnlockReply::from_redis_value(int(-2)).is_err());
         let bulk = |text: &str| Value::BulkString(text.as_bytes().to_vec());
-        let inspected = |e, c, p, h, counter: &str| {
+        let inspected = |e, c, p, h, counter: &str, holder: &str| {
             Inspected::from_redis_value(Value::Array(vec![
                 int(e),
                 int(c),
                 int(p),
                 int(h),
                 bulk(counter),
+                bulk(holder),
             ]))
         };
         assert_eq!(
-            inspected(1, 2, 900, 2, "41"),
+            inspected(1, 2, 900, 2, "41", "5e1f"),
             Ok(Inspected {
                 exists: true,
                 count: 2,
                 pttl: Some(Duration::from_millis(900)),
                 holder_count: 2,
                 counter: Some(41),
+                holder: Some("5e1f".to_owned()),
             })
         );
         assert_eq!(
-            inspected(0, 0, -2, 0, ""),
+            inspected(0, 0, -2, 0, "", ""),
             Ok(Inspected {
                 exists: false,
                 count: 0,
                 pttl: None,
                 holder_count: 0,
                 counter: None,
+                holder: None,
             })
         );
-        assert!(inspected(1, 0, 900, 1, "not a number").is_err());
+        assert!(inspected(1, 0, 900, 1, "not a number", "").is_err());
     }
 }

@@ -1,12 +1,14 @@
 -- What one node knows of a reentrant lock.
 -- KEYS[1]: the lock hash. KEYS[2]: the node's fencing counter. ARGV[1]: the owner asking.
 -- Returns {exists (0/1), the asking owner's hold count, pttl in milliseconds (-2 when absent),
--- the holder's hold count (the largest field; 0 when free), the fencing counter ('' when none)}.
+-- the holder's hold count (the largest field; 0 when free), the fencing counter ('' when none),
+-- the holder's digest (the SHA-1 of its owner field when one owner holds it here, '' otherwise:
+-- it tells nodes held by one owner from a split, and no owner token leaves the server)}.
 -- A key of another type, or a hash without an expiry (never one of ours), is an error.
 local counter = redis.call('get', KEYS[2]) or ''
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
-    return {0, 0, -2, 0, counter}
+    return {0, 0, -2, 0, counter, ''}
 end
 if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE lock key holds a ' .. kind .. ' value')
@@ -16,7 +18,12 @@ if pttl < 0 then
     return redis.error_reply('WRONGTYPE lock key holds a hash with no expiry')
 end
 local holder = 0
-for _, count in ipairs(redis.call('hvals', KEYS[1])) do
-    holder = math.max(holder, tonumber(count) or 0)
+local fields = redis.call('hgetall', KEYS[1])
+for i = 2, #fields, 2 do
+    holder = math.max(holder, tonumber(fields[i]) or 0)
 end
-return {1, tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0'), pttl, holder, counter}
+local digest = ''
+if #fields == 2 then
+    digest = redis.sha1hex(fields[1])
+end
+return {1, tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0'), pttl, holder, counter, digest}
