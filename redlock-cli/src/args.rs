@@ -40,26 +40,16 @@ pub(crate) struct Cli {
 pub(crate) struct Connection {
     /// The Redis masters, comma-separated (`redis://`, `rediss://` for TLS; a password goes in
     /// the URL and is never printed). One URL is plain single-instance locking; use an odd
-    /// number of independent masters (3 or 5) to survive a minority failing.
-    #[arg(
-        long,
-        env = "REDLOCK_NODES",
-        hide_env_values = true,
-        value_delimiter = ',',
-        global = true,
-        value_name = "URL,..."
-    )]
+    /// number of independent masters (3 or 5) to survive a minority failing. Default:
+    /// REDLOCK_NODES.
+    #[arg(long, value_delimiter = ',', global = true, value_name = "URL,...")]
     pub(crate) nodes: Vec<String>,
-    /// The prefix of every key the locks use on the masters.
-    #[arg(
-        long,
-        env = "REDLOCK_KEY_PREFIX",
-        default_value = "redlock:",
-        global = true
-    )]
-    pub(crate) key_prefix: String,
-    /// How long one Redis request may take before its node counts as not answering
-    /// (default: derived from the lease, between 20 ms and 500 ms).
+    /// The prefix of every key the locks use on the masters. Default: REDLOCK_KEY_PREFIX, else
+    /// `redlock:`.
+    #[arg(long, global = true)]
+    pub(crate) key_prefix: Option<String>,
+    /// How long one Redis request may take before its node counts as not answering. Default:
+    /// REDLOCK_NODE_TIMEOUT, else derived from the lease, between 20 ms and 500 ms.
     #[arg(long, value_parser = positive_duration, global = true)]
     pub(crate) node_timeout: Option<Duration>,
 }
@@ -105,9 +95,10 @@ pub(crate) struct RunArgs {
     #[arg(long, value_parser = positive_duration)]
     pub(crate) lease: Option<Duration>,
     /// Without --lease, the lease the watchdog keeps renewing (every third of it) while
-    /// redlock lives: how long the lock outlives a redlock that was killed.
-    #[arg(long, default_value = "30s", value_parser = positive_duration)]
-    pub(crate) watchdog_timeout: Duration,
+    /// redlock lives: how long the lock outlives a redlock that was killed. Default:
+    /// REDLOCK_WATCHDOG_TIMEOUT, else 30s.
+    #[arg(long, value_parser = positive_duration)]
+    pub(crate) watchdog_timeout: Option<Duration>,
     /// The exit code when the lock is busy.
     #[arg(short = 'E', long, default_value_t = exit::BUSY, value_name = "CODE")]
     pub(crate) conflict_exit_code: u8,

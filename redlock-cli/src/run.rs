@@ -78,13 +78,13 @@ async fn hold_and_run(
     let mut job = match Job::start(&args.command, &env) {
         Ok(job) => job,
         Err(failure) => {
-            release(guard, args, out).await;
+            release(guard, args, client, out).await;
             return Err(failure);
         }
     };
     let ran = supervise(&mut job, &guard, client, args, signals, out).await;
     match ran {
-        Ran::Exited(code) => Ok(release(guard, args, out).await.unwrap_or(code)),
+        Ran::Exited(code) => Ok(release(guard, args, client, out).await.unwrap_or(code)),
         Ran::Lost(code) => {
             out.warn(&format!(
                 "the job exited with {code} after the lock {} was lost",
@@ -96,7 +96,7 @@ async fn hold_and_run(
             // The job cannot be waited for: every process of it is killed, and gone, before
             // the lock is let go, so none runs unlocked.
             job.kill_all().await;
-            release(guard, args, out).await;
+            release(guard, args, client, out).await;
             Err(Failure::Job {
                 program: args.command[0].clone(),
                 source,
@@ -233,7 +233,7 @@ async fn supervise(
                     stop_self();
                     // Continued. Renewal stopped with redlock: the job goes on only if the
                     // lock is still ours on a majority (a renewal follows at once).
-                    let lease = args.lease.unwrap_or(args.watchdog_timeout);
+                    let lease = args.lease.unwrap_or(client.watchdog().timeout());
                     if !was_lost && !still_held(guard, client, lease).await {
                         was_lost = true;
                         kill_at = act_on_lost(job, args, out, "it ran out while redlock was stopped");
@@ -313,7 +313,12 @@ async fn sleep_until(deadline: Option<Instant>) {
 /// Releases the lock after the job. `Some(LOST)` when it turns out to have been lost; a
 /// release that reached no majority is only a warning: the job ran alone, and the lock frees
 /// when its lease runs out.
-async fn release(guard: LockGuard, args: &RunArgs, out: &Reporter) -> Option<u8> {
+async fn release(
+    guard: LockGuard,
+    args: &RunArgs,
+    client: &LockClient,
+    out: &Reporter,
+) -> Option<u8> {
     match guard.unlock().await {
         Ok(()) => {
             out.info(&format!("released {}", args.name));
@@ -324,7 +329,7 @@ async fn release(guard: LockGuard, args: &RunArgs, out: &Reporter) -> Option<u8>
             Some(exit::LOST)
         }
         Err(err) => {
-            let frees = args.lease.unwrap_or(args.watchdog_timeout);
+            let frees = args.lease.unwrap_or(client.watchdog().timeout());
             out.warn(&format!(
                 "the job finished, but releasing {} failed: {}; it frees within {}",
                 args.name,

@@ -2,7 +2,6 @@
 //! outside, as text or JSON.
 
 use std::future::Future;
-use std::time::Duration;
 
 use redlock_reentrant::{Error, LockStatus, RLock};
 use serde::Serialize;
@@ -11,9 +10,6 @@ use crate::args::{Connection, StatusArgs, UnlockArgs};
 use crate::connect::connect;
 use crate::exit::Failure;
 use crate::report::{answer, describe, Reporter};
-
-/// The lease the client would renew: these commands take no lock, so any valid one does.
-const NO_HOLDS: Duration = Duration::from_secs(30);
 
 /// `redlock status --json`.
 #[derive(Debug, Serialize)]
@@ -134,7 +130,7 @@ async fn on_the_lock<T, F>(
 where
     F: Future<Output = Result<T, Error>>,
 {
-    let client = connect(connection, NO_HOLDS, out).await?;
+    let client = connect(connection, None, out).await?;
     let answer = question(client.get_lock(name)).await;
     client.shutdown().await;
     Ok(answer?)
