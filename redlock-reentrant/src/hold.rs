@@ -306,7 +306,9 @@ impl Hold {
             held.leases.remove(position);
         }
         if held.leases.is_empty() {
-            *self = Hold::Free;
+            if let Hold::Held(held) = std::mem::take(self) {
+                held.registration.ended();
+            }
             return 0;
         }
         if !held.leases.contains(&LeaseMode::Watchdog) {

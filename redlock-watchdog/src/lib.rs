@@ -37,6 +37,7 @@
 //! ```
 
 mod config;
+mod deadline_timer;
 mod lost;
 mod registration;
 mod registry;

@@ -19,6 +19,8 @@ pub struct Registration {
     pub(crate) id: u64,
     pub(crate) shared: Weak<Shared>,
     pub(crate) lost: LostSignal,
+    /// Set by [`Registration::ended`]: the hold was released, its signal will never fire.
+    pub(crate) ended: bool,
 }
 
 impl Registration {
@@ -128,6 +130,14 @@ impl Registration {
         &self.lost
     }
 
+    /// The hold's final release was confirmed: the watchdog forgets it, and its signal will
+    /// never fire. A registration dropped without this (the client or the watchdog dropped with
+    /// the hold still held) leaves its signal to fire at the deadline it had
+    /// ([`LostReason::Abandoned`]), since nothing renews the hold any more.
+    pub fn ended(mut self) {
+        self.ended = true;
+    }
+
     /// Declares the hold lost for `reason` now: fires its signal (the first reason wins),
     /// removes it from the watchdog, and counts and logs it as lost.
     pub fn declare_lost(self, reason: LostReason) {
@@ -153,7 +163,13 @@ impl Drop for Registration {
         if let Some(shared) = self.shared.upgrade() {
             shared.entries.remove(&self.id);
         }
-        // Released (or lost already): no validity to run out any more.
-        self.lost.set_deadline(None);
+        if self.ended {
+            // Released: no validity to run out any more.
+            self.lost.set_deadline(None);
+        } else {
+            // Nothing renews it from now on: anyone still holding its signal is told when the
+            // validity it has runs out (on the timer thread, whatever happens to the runtime).
+            self.lost.abandon();
+        }
     }
 }

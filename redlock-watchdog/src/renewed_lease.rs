@@ -148,7 +148,10 @@ impl RenewedLease {
                 registration.declare_lost(LostReason::Abandoned);
                 Err(err)
             }
-            (Ok(()), None) => Ok(()),
+            (Ok(()), None) => {
+                registration.ended();
+                Ok(())
+            }
         }
     }
 

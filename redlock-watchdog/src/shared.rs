@@ -63,6 +63,7 @@ impl Shared {
             id,
             shared: Arc::downgrade(self),
             lost,
+            ended: false,
         }
     }
 
