@@ -16,7 +16,7 @@ use crate::{Error, RLock};
 /// [`LockGuard::unlock`], which reports the outcome; `Drop` never blocks: it spawns the release
 /// on the current runtime. Dropped outside any runtime, nothing can be sent: the hold is given
 /// up at once (renewal stops, the lost signal fires with [`LostReason::Abandoned`]) and the
-/// lock expires with its lease. A hold whose last handle is gone is never renewed.
+/// lock expires with its lease. A guard's hold is never renewed once the guard is gone.
 ///
 /// # Examples
 ///

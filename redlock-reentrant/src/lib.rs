@@ -28,12 +28,8 @@
 //! .await?;
 //! let lock: RLock = client.get_lock("orders:42");
 //!
-//! // Redisson's verbs...
-//! if lock.try_lock(Duration::from_secs(5), None).await? {
-//!     lock.unlock().await?;
-//! }
-//!
-//! // ...or a guard: fencing token, lost signal, unlock on drop.
+//! // A guard: fencing token, lost signal, released when dropped (a panic or an early
+//! // return included).
 //! let guard = lock.acquire().await?;
 //! let token = guard.fencing_token();
 //! tokio::select! {
@@ -41,6 +37,12 @@
 //!     () = process_order(42, token) => {}
 //! }
 //! guard.unlock().await?;
+//!
+//! // Redisson's verbs work too; the hold then belongs to the task until its `unlock()`, which
+//! // a panic between the two skips (see `RLock::lock`).
+//! if lock.try_lock(Duration::from_secs(5), None).await? {
+//!     lock.unlock().await?;
+//! }
 //! # Ok(()) }
 //! # async fn process_order(_id: u64, _token: u64) {}
 //! ```

@@ -145,6 +145,13 @@ impl RLock {
     /// Takes the lock, waiting as long as it takes; the watchdog renews its lease while this
     /// process lives (see [`LockClientBuilder::watchdog_timeout`](crate::LockClientBuilder::watchdog_timeout)).
     ///
+    /// **Prefer [`RLock::acquire`]**: its guard releases the hold when dropped. The hold taken
+    /// here belongs to this task, not to a value, so nothing releases it if the task ends
+    /// before its `unlock()` (a panic unwinding through `lock(); work(); unlock();`, an early
+    /// `?` return): the watchdog renews it for as long as the client lives, and no other task
+    /// can unlock it. Redisson has the same hazard with threads. Where `lock()` is used, set
+    /// [`LockClientBuilder::max_hold`](crate::LockClientBuilder::max_hold) as a safety net.
+    ///
     /// # Cancel safety
     ///
     /// Dropping the future at any await point leaves no hold, no waiter and no renewal behind:
