@@ -335,12 +335,18 @@ impl NodeTask {
                     continue;
                 }
             };
-            failures = 0;
+            let served = tokio::time::Instant::now();
             match self.serve(sink, stream, &closed).await {
                 Ended::Closed => return,
                 Ended::Broken => {
-                    tracing::debug!(node = %self.address, "pub/sub connection lost; reconnecting");
+                    tracing::debug!(node = %self.address, "pub/sub connection lost or subscription refused; reconnecting");
                     self.forget_subscriptions();
+                }
+            }
+            if let Some(pause) = pause_after_break(served.elapsed(), &mut failures) {
+                tokio::select! {
+                    () = closed.cancelled() => return,
+                    () = tokio::time::sleep(pause) => {}
                 }
             }
         }
@@ -445,6 +451,25 @@ impl NodeTask {
     }
 }
 
+/// A connection that served this long before it broke was healthy: the next one is made at
+/// once.
+const STEADY: Duration = Duration::from_secs(5);
+
+/// After a connection that served for `served` broke: the pause before the next one (`None`:
+/// at once), counting `failures` in a row. One that broke early (a refused `SUBSCRIBE`: an ACL
+/// without it, a renamed command, a proxy without pub/sub; a server that evicts pub/sub
+/// clients) is a failure like a refused connection, so a master is never reconnected to in a
+/// tight loop; waiters meanwhile hear the other masters' announcements, or wake at the lease.
+fn pause_after_break(served: Duration, failures: &mut u32) -> Option<Duration> {
+    if served >= STEADY {
+        *failures = 0;
+        return None;
+    }
+    let pause = backoff(*failures);
+    *failures = failures.saturating_add(1);
+    Some(pause)
+}
+
 /// The pause before connecting again after `failures` failures in a row: 100 ms doubling to
 /// 2 s, jittered so the nodes' tasks and clients do not retry in step.
 fn backoff(failures: u32) -> Duration {
@@ -484,6 +509,18 @@ fn dispatch(shared: &Shared, channel: &str, release: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_that_breaks_early_is_a_failure_and_a_steady_one_resets_them() {
+        let mut failures = 0;
+        for expected in 1..=8 {
+            let pause = pause_after_break(Duration::from_millis(3), &mut failures);
+            assert!(pause.is_some_and(|pause| pause >= Duration::from_millis(50)));
+            assert_eq!(failures, expected, "counted");
+        }
+        assert!(pause_after_break(STEADY * 2, &mut failures).is_none());
+        assert_eq!(failures, 0);
+    }
 
     #[test]
     fn backoff_grows_to_two_seconds_and_stays_jittered() {

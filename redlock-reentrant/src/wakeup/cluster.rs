@@ -15,11 +15,7 @@ use redlock_core::redis::{ProtocolVersion, PushInfo, PushKind, RedisError, Value
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{backoff, dispatch, Ended, NodeTask};
-
-/// A connection that served this long before it broke was healthy: the next one is made at
-/// once.
-const STEADY: std::time::Duration = std::time::Duration::from_secs(5);
+use super::{backoff, dispatch, pause_after_break, Ended, NodeTask};
 
 /// The channels one cluster connection is subscribed to, and the unsubscribes of ours whose
 /// confirmations (pushes) are still to be read.
@@ -110,15 +106,11 @@ impl NodeTask {
             }
             // A connection that broke at once (a shard without a master, mid-failover) is
             // tried again after a growing pause, not in a loop.
-            if served.elapsed() < STEADY {
-                let pause = backoff(failures);
-                failures = failures.saturating_add(1);
+            if let Some(pause) = pause_after_break(served.elapsed(), &mut failures) {
                 tokio::select! {
                     () = closed.cancelled() => return,
                     () = tokio::time::sleep(pause) => {}
                 }
-            } else {
-                failures = 0;
             }
         }
     }
