@@ -3,8 +3,6 @@
 //! counts as a failure and the pub/sub task backs off. The waiter still gets the lock, by the
 //! lease.
 
-use std::time::Duration;
-
 use redlock_reentrant::redis;
 use redlock_testkit::{RedisCluster, RedisServer};
 use redlock_tests::{client, spawn_waiter, WATCHDOG};
