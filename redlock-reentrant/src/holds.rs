@@ -181,9 +181,12 @@ impl Holds {
         self.forcing.load(Ordering::SeqCst) > 0 || self.forced.load(Ordering::SeqCst) != epoch
     }
 
-    /// Every hold's key.
+    /// Every hold's key, in one canonical order (lock key, then owner): whoever locks several
+    /// holds in this order (two concurrent shutdowns) never waits on another doing the same.
     pub(crate) fn keys(&self) -> Vec<HoldKey> {
-        self.cells.iter().map(|entry| entry.key().clone()).collect()
+        let mut keys: Vec<HoldKey> = self.cells.iter().map(|entry| entry.key().clone()).collect();
+        keys.sort_by(|a, b| (&a.key, a.owner.as_str()).cmp(&(&b.key, b.owner.as_str())));
+        keys
     }
 }
 
