@@ -2,6 +2,7 @@
 //! outside, as text or JSON.
 
 use std::future::Future;
+use std::time::Duration;
 
 use redlock_reentrant::{Error, LockStatus, RLock};
 use serde::Serialize;
@@ -130,7 +131,11 @@ async fn on_the_lock<T, F>(
 where
     F: Future<Output = Result<T, Error>>,
 {
-    let client = connect(connection, None, out).await?;
+    // These commands take no lock: the watchdog lease only has to fit the node timeout given.
+    let watchdog = connection
+        .node_timeout
+        .map(|timeout| timeout.saturating_mul(10).max(Duration::from_secs(30)));
+    let client = connect(connection, watchdog, out).await?;
     let answer = question(client.get_lock(name)).await;
     client.shutdown().await;
     Ok(answer?)

@@ -68,3 +68,19 @@ async fn the_command_takes_the_libraries_other_settings_from_the_environment() {
         "{refused:#?}"
     );
 }
+
+#[test]
+fn status_and_unlock_work_with_a_long_node_timeout() {
+    let (_masters, nodes) = masters(1);
+    for command in [
+        &["status", "report"][..],
+        &["unlock", "--force", "report"][..],
+    ] {
+        let done = finish(
+            redlock(&nodes)
+                .args(["--node-timeout", "10s"])
+                .args(command),
+        );
+        done.assert_code(0);
+    }
+}

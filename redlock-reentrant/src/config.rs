@@ -341,6 +341,24 @@ impl LockClientConfig {
             max_hold: self.max_hold,
             ..watchdog_defaults
         };
+        if let Err(err) = watchdog.check(&redlock) {
+            let reason = match (err, redlock.node_timeout) {
+                (redlock_core::InvalidArgument::LeaseTooShort { minimum, .. }, Some(node)) => {
+                    format!("{:?} cannot work with a node timeout of {node:?}: it must exceed {minimum:?}", watchdog.timeout)
+                }
+                (redlock_core::InvalidArgument::LeaseTooShort { minimum, .. }, None) => {
+                    format!(
+                        "{:?} is too short: it must exceed {minimum:?}",
+                        watchdog.timeout
+                    )
+                }
+                (other, _) => other.to_string(),
+            };
+            return Err(ConfigError::Invalid {
+                setting: naming.of("watchdog_timeout"),
+                reason,
+            });
+        }
         Ok(LockClientBuilder::default()
             .redlock_config(redlock)
             .watchdog_config(watchdog))

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use redlock_core::{InvalidArgument, RedlockConfig};
+
 /// The watchdog's settings.
 ///
 /// # Examples
@@ -55,6 +57,51 @@ impl WatchdogConfig {
     /// batch of hundreds of locks on a busy node deserves more time than one lock operation.
     pub fn renew_request_timeout(&self, node_timeout: Duration) -> Duration {
         node_timeout.max(self.renew_interval() / 4)
+    }
+
+    /// Whether this watchdog can work with the quorum's `redlock` settings: a renewal started
+    /// one interval after the last confirmed one must be able to confirm before the hold is
+    /// declared lost, and the lease must leave room for three requests.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::ZeroLease`] for a zero timeout or interval,
+    /// [`InvalidArgument::LeaseTooShort`] (with the shortest lease that works) otherwise.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::RedlockConfig;
+    /// use redlock_watchdog::WatchdogConfig;
+    /// let quorum = RedlockConfig {
+    ///     node_timeout: Some(Duration::from_secs(2)),
+    ///     ..RedlockConfig::with_nodes(["redis://127.0.0.1:6379"])
+    /// };
+    /// let watchdog = WatchdogConfig { timeout: Duration::from_secs(3), ..WatchdogConfig::default() };
+    /// assert!(watchdog.check(&quorum).is_err());
+    /// assert!(WatchdogConfig::default().check(&quorum).is_ok());
+    /// ```
+    pub fn check(&self, redlock: &RedlockConfig) -> Result<(), InvalidArgument> {
+        let timeout = self.timeout;
+        if timeout.is_zero() || self.renew_interval().is_zero() {
+            return Err(InvalidArgument::ZeroLease);
+        }
+        let node_timeout = redlock.node_timeout_for(timeout);
+        // Saturating: a huge setting is refused, never a panic.
+        let drift = redlock.drift_for(timeout);
+        let minimum = self
+            .renew_interval()
+            .saturating_add(self.lost_margin(node_timeout))
+            .saturating_add(drift)
+            .max(node_timeout.saturating_add(drift).saturating_mul(3));
+        if timeout <= minimum {
+            return Err(InvalidArgument::LeaseTooShort {
+                lease: timeout,
+                minimum,
+            });
+        }
+        Ok(())
     }
 
     /// How long before the end of its validity an unconfirmed hold is declared lost: a round in

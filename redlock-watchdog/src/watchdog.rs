@@ -65,26 +65,7 @@ impl Watchdog {
     ///
     /// Outside a tokio runtime.
     pub fn start(redlock: Redlock, config: WatchdogConfig) -> Result<Self, InvalidArgument> {
-        let timeout = config.timeout;
-        if timeout.is_zero() || config.renew_interval().is_zero() {
-            return Err(InvalidArgument::ZeroLease);
-        }
-        // A renewal started one interval after the last confirmed one must be able to confirm
-        // before the hold is declared lost.
-        let node_timeout = redlock.config().node_timeout_for(timeout);
-        // Saturating: a huge setting is refused, never a panic.
-        let drift = redlock.config().drift_for(timeout);
-        let minimum = config
-            .renew_interval()
-            .saturating_add(config.lost_margin(node_timeout))
-            .saturating_add(drift)
-            .max(node_timeout.saturating_add(drift).saturating_mul(3));
-        if timeout <= minimum {
-            return Err(InvalidArgument::LeaseTooShort {
-                lease: timeout,
-                minimum,
-            });
-        }
+        config.check(redlock.config())?;
         let config = WatchdogConfig {
             batch_size: config.batch_size.max(1),
             ..config

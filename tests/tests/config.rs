@@ -315,3 +315,29 @@ fn a_zero_retry_pause_is_refused() {
     .expect_err("a tight retry loop");
     assert_eq!(invalid_setting(err), "REDLOCK_RETRY_BASE_DELAY");
 }
+
+#[test]
+fn a_watchdog_lease_the_node_timeout_leaves_no_room_for_is_refused_by_name() {
+    let config: LockClientConfig = toml::from_str(
+        "nodes = [\"redis://10.0.0.1:6379\"]\nwatchdog_timeout = \"3s\"\nnode_timeout = \"2s\"",
+    )
+    .expect("parses");
+    let err = config.into_builder().expect_err("cannot work");
+    let shown = err.to_string();
+    assert_eq!(invalid_setting(err), "watchdog_timeout");
+    assert!(shown.contains("node timeout of 2s"), "{shown}");
+    let err = LockClientBuilder::from_lookup(env(&[
+        ("REDLOCK_NODES", "redis://10.0.0.1:6379"),
+        ("REDLOCK_WATCHDOG_TIMEOUT", "3s"),
+        ("REDLOCK_NODE_TIMEOUT", "2s"),
+    ]))
+    .expect_err("cannot work");
+    assert_eq!(invalid_setting(err), "REDLOCK_WATCHDOG_TIMEOUT");
+    // A lease that leaves room passes.
+    LockClientBuilder::from_lookup(env(&[
+        ("REDLOCK_NODES", "redis://10.0.0.1:6379"),
+        ("REDLOCK_WATCHDOG_TIMEOUT", "30s"),
+        ("REDLOCK_NODE_TIMEOUT", "2s"),
+    ]))
+    .expect("works");
+}
