@@ -334,7 +334,7 @@ fn a_watchdog_lease_the_node_timeout_leaves_no_room_for_is_refused_by_name() {
     .expect_err("cannot work");
     assert_eq!(invalid_setting(err), "REDLOCK_WATCHDOG_TIMEOUT");
     // A lease that leaves room passes.
-    LockClientBuilder::from_lookup(env(&[
+    let _works = LockClientBuilder::from_lookup(env(&[
         ("REDLOCK_NODES", "redis://10.0.0.1:6379"),
         ("REDLOCK_WATCHDOG_TIMEOUT", "30s"),
         ("REDLOCK_NODE_TIMEOUT", "2s"),
