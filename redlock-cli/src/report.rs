@@ -11,6 +11,7 @@ use redlock_reentrant::LockStatus;
 use tracing_subscriber::EnvFilter;
 
 use crate::args::Verbosity;
+use crate::exit::Failure;
 
 /// Where and how much to say.
 #[derive(Debug, Clone, Copy)]
@@ -56,6 +57,10 @@ impl Reporter {
             .with_writer(std::io::stderr)
             .with_ansi(self.terminal)
             .with_target(false)
+            // A broken standard error must not panic the subscriber (`eprintln!` of its own
+            // write error) and leave the lock to its lease: lines that cannot be written are
+            // dropped.
+            .log_internal_errors(false)
             .init();
     }
 
@@ -150,9 +155,20 @@ pub(crate) fn say(message: impl std::fmt::Display) {
     let _ = writeln!(std::io::stderr().lock(), "redlock: {message}");
 }
 
-/// Writes a line of an answer (`status`, `unlock`) on standard output, best effort as [`say`].
-pub(crate) fn answer(line: impl std::fmt::Display) {
-    let _ = writeln!(std::io::stdout().lock(), "{line}");
+/// Writes a line of an answer (`status`, `unlock`) on standard output.
+///
+/// # Errors
+///
+/// [`Failure::System`] when standard output cannot be written (closed, a full disk): a script
+/// reading the answer must not take silence for one.
+pub(crate) fn answer(line: impl std::fmt::Display) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|source| Failure::System {
+            what: "write the answer to standard output",
+            source,
+        })
 }
 
 /// A lock's status in a few words: `held, 12 s left`.

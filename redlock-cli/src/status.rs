@@ -62,7 +62,7 @@ pub(crate) async fn status(
             nodes: status.nodes,
         })?;
     } else {
-        answer(status_line(&args.name, &status));
+        answer(status_line(&args.name, &status))?;
     }
     Ok(0)
 }
@@ -114,9 +114,9 @@ pub(crate) async fn unlock(
             deleted,
         })?;
     } else if deleted {
-        answer(format_args!("{}: force-unlocked", args.name));
+        answer(format_args!("{}: force-unlocked", args.name))?;
     } else {
-        answer(format_args!("{}: was not locked", args.name));
+        answer(format_args!("{}: was not locked", args.name))?;
     }
     Ok(0)
 }
@@ -146,6 +146,5 @@ fn print_json(value: &impl Serialize) -> Result<(), Failure> {
         what: "write JSON",
         source: err.into(),
     })?;
-    answer(line);
-    Ok(())
+    answer(line)
 }

@@ -1,5 +1,7 @@
-//! `redlock` reads the environment as the library does (`LockClientBuilder::from_env`), so a
-//! service and its cron job sharing one environment lock the same keys the same way.
+//! The edges of `redlock`: it reads the environment as the library does
+//! (`LockClientBuilder::from_env`), so a service and its cron job sharing one environment lock
+//! the same keys the same way; settings that only fit together are fitted; a broken output
+//! neither panics nor keeps the lock.
 
 mod support;
 
@@ -83,4 +85,46 @@ fn status_and_unlock_work_with_a_long_node_timeout() {
         );
         done.assert_code(0);
     }
+}
+
+#[test]
+fn a_broken_standard_error_with_v_neither_panics_nor_keeps_the_lock() {
+    let (_masters, nodes) = masters(1);
+    let status = redlock(&nodes)
+        .args(["-vv", "run", "report", "--", "true"])
+        .stdout(std::process::Stdio::null())
+        .stderr(broken_pipe())
+        .status()
+        .expect("redlock");
+    assert_eq!(status.code(), Some(0), "the job's own code, not a panic");
+    assert!(!locked(&nodes, "report"), "released");
+}
+
+#[test]
+fn an_answer_that_cannot_be_written_is_a_failure() {
+    let (_masters, nodes) = masters(1);
+    for command in [
+        &["status", "report"][..],
+        &["unlock", "--force", "report"][..],
+    ] {
+        let status = redlock(&nodes)
+            .args(command)
+            .stdout(broken_pipe())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("redlock");
+        assert_ne!(
+            status.code(),
+            Some(0),
+            "{command:?} said nothing and exited 0"
+        );
+        assert_ne!(status.code(), Some(101), "{command:?} panicked");
+    }
+}
+
+/// The writing end of a pipe whose reading end is closed: every write to it fails (EPIPE).
+fn broken_pipe() -> std::process::Stdio {
+    let (read, write) = nix::unistd::pipe().expect("pipe");
+    drop(read);
+    std::process::Stdio::from(write)
 }
