@@ -78,13 +78,15 @@ async fn hold_and_run(
     let mut job = match Job::start(&args.command, &env) {
         Ok(job) => job,
         Err(failure) => {
-            release(guard, args, client, out).await;
+            release(guard, args, client, out, None).await;
             return Err(failure);
         }
     };
     let ran = supervise(&mut job, &guard, client, args, signals, out).await;
     match ran {
-        Ran::Exited(code) => Ok(release(guard, args, client, out).await.unwrap_or(code)),
+        Ran::Exited(code) => Ok(release(guard, args, client, out, Some(code))
+            .await
+            .unwrap_or(code)),
         Ran::Lost(code) => {
             out.warn(&format!(
                 "the job exited with {code} after the lock {} was lost",
@@ -96,7 +98,7 @@ async fn hold_and_run(
             // The job cannot be waited for: every process of it is killed, and gone, before
             // the lock is let go, so none runs unlocked.
             job.kill_all().await;
-            release(guard, args, client, out).await;
+            release(guard, args, client, out, None).await;
             Err(Failure::Job {
                 program: args.command[0].clone(),
                 source,
@@ -318,6 +320,7 @@ async fn release(
     args: &RunArgs,
     client: &LockClient,
     out: &Reporter,
+    job_code: Option<u8>,
 ) -> Option<u8> {
     match guard.unlock().await {
         Ok(()) => {
@@ -325,7 +328,13 @@ async fn release(
             None
         }
         Err(err @ (Error::LockLost { .. } | Error::NotOwner { .. })) => {
-            out.warn(&format!("the job finished, but {err}"));
+            // The lost code wins (the job's work may have overlapped another holder's); the
+            // job's own code is said with it.
+            let finished = match job_code {
+                Some(code) => format!("the job exited with {code}"),
+                None => "the job finished".to_owned(),
+            };
+            out.warn(&format!("{finished}, but {err}"));
             Some(exit::LOST)
         }
         Err(err) => {

@@ -128,3 +128,20 @@ fn broken_pipe() -> std::process::Stdio {
     drop(read);
     std::process::Stdio::from(write)
 }
+
+#[test]
+fn a_lock_found_lost_at_release_still_says_the_jobs_own_code() {
+    let (_masters, nodes) = masters(1);
+    // The job force-unlocks its own lock from outside (another client), then fails with 3:
+    // redlock finds the lock lost only when it releases it.
+    let run = finish(
+        redlock(&nodes)
+            .env("REDLOCK_BIN", env!("CARGO_BIN_EXE_redlock"))
+            .args(["run", "report", "--"])
+            .args(sh(
+                r#""$REDLOCK_BIN" unlock --force report >/dev/null; exit 3"#,
+            )),
+    );
+    run.assert_code(LOST);
+    assert!(run.stderr.contains("the job exited with 3"), "{run:#?}");
+}
