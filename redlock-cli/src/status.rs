@@ -116,7 +116,11 @@ pub(crate) async fn unlock(
     } else if deleted {
         answer(format_args!("{}: force-unlocked", args.name))?;
     } else {
-        answer(format_args!("{}: was not locked", args.name))?;
+        // A minority may have held it (a split vote, stale grants): deleted there all the same.
+        answer(format_args!(
+            "{}: was not locked on a majority (anything a minority held is deleted too)",
+            args.name
+        ))?;
     }
     Ok(0)
 }
