@@ -32,6 +32,7 @@ use crate::exit::Failure;
 use crate::report::Reporter;
 
 fn main() -> ExitCode {
+    keep_the_environment_from_the_job();
     let args: Vec<OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|arg| arg == supervisor::SUPERVISOR) {
         return ExitCode::from(supervisor::supervise(&args[2..]));
@@ -64,6 +65,20 @@ fn main() -> ExitCode {
             failure.exit_code()
         }
     })
+}
+
+/// Makes this process not dumpable (Linux): its `/proc/PID/environ`, where `REDLOCK_NODES` and
+/// its passwords are, is then readable by root only, not by the job running as the same user
+/// (a job started with `env -u REDLOCK_NODES` could otherwise read it from its supervisor, or
+/// from redlock, through `/proc/$PPID/environ`). The job itself is dumpable again once it is
+/// executed: only redlock and the supervisor are closed.
+fn keep_the_environment_from_the_job() {
+    #[cfg(target_os = "linux")]
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
+        report::say(format_args!(
+            "cannot keep the environment from the job ({err}): /proc/PID/environ stays readable"
+        ));
+    }
 }
 
 async fn dispatch(cli: &Cli, out: &Reporter) -> Result<u8, Failure> {

@@ -145,3 +145,38 @@ fn a_lock_found_lost_at_release_still_says_the_jobs_own_code() {
     run.assert_code(LOST);
     assert!(run.stderr.contains("the job exited with 3"), "{run:#?}");
 }
+
+#[test]
+fn the_job_cannot_read_the_node_urls_from_its_supervisor_or_redlock() {
+    let (_masters, nodes) = masters(1);
+    // Root reads every process's environment anyway: run as a user of no privilege, as cron does.
+    let root =
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("/proc")) == 0;
+    let mut command = if root {
+        let mut command = std::process::Command::new("setpriv");
+        command
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_redlock"));
+        command
+    } else {
+        std::process::Command::new(env!("CARGO_BIN_EXE_redlock"))
+    };
+    let probe = sh(r#"
+        for pid in "$PPID" "$(cut -d' ' -f4 "/proc/$PPID/stat")"; do
+            if cat "/proc/$pid/environ" >/dev/null 2>&1; then echo "readable $pid"; fi
+        done
+        echo probed"#);
+    let output = command
+        .env("REDLOCK_NODES", nodes.join(","))
+        .args(["run", "report", "--"])
+        .args(&probe)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("redlock");
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        said, "probed\n",
+        "the job read an environment it must not: {said}"
+    );
+}

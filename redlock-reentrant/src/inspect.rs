@@ -53,9 +53,10 @@ pub struct LockStatus {
     pub holder_count: u32,
     /// The remaining lease that a majority reaches; `None` when free.
     pub remaining_ttl: Option<Duration>,
-    /// The largest fencing counter among the nodes that answered (the counter is shared by
-    /// every lock of the key prefix, see docs/fencing.md): every token handed out so far is at
-    /// most this. `None` when no node that answered has a counter.
+    /// The largest fencing counter among the nodes that answered (on standalone masters the
+    /// counter is shared by every lock of the key prefix, on a Redis Cluster member each lock
+    /// has its own; see docs/fencing.md): every token handed out so far is at most this. `None`
+    /// when no node that answered has a counter.
     pub fencing_counter: Option<u64>,
     /// A majority of all the nodes hold the lock for one and the same owner: it is held, not
     /// split between rival attempts (which are undone at once, or expire with their lease).
