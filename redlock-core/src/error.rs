@@ -279,6 +279,14 @@ pub enum ConnectError {
     /// No seed node of a Redis Cluster member answered, or none told the slot map.
     #[error("{0}")]
     Cluster(#[source] redis::RedisError),
+    /// The server is one another node of the quorum already reached (the same run id under
+    /// another name: a DNS alias, a second address): it must not vote twice, so this node
+    /// never counts.
+    #[error("this server is node {first}'s under another name: it would vote twice, so this node does not count")]
+    Alias {
+        /// The node that reached it first.
+        first: usize,
+    },
 }
 
 impl NodeError {

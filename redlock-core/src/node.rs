@@ -149,6 +149,50 @@ struct Link {
     /// A request timed out or connecting failed, and nothing was heard from the node since.
     /// Outside the lock: every fan-out reads it for every node.
     unresponsive: AtomicBool,
+    /// The servers the set's nodes reached, to find one reached twice.
+    identities: Arc<Identities>,
+}
+
+/// The servers a set's standalone nodes turned out to be, by run id (`INFO server`): one server
+/// reached under two names (a DNS alias, a second address of it) must not vote twice. The node
+/// that reaches a server first keeps it; another that reaches the same server never connects.
+/// Configured addresses that name one server are refused before this (`DuplicateNode`).
+#[derive(Debug, Default)]
+pub(crate) struct Identities {
+    claimed: Mutex<std::collections::HashMap<String, usize>>,
+    /// Nodes already reported as aliases (reported once, loudly).
+    reported: Mutex<HashSet<usize>>,
+}
+
+impl Identities {
+    /// Claims the server `run_id` for `node`; the node that had claimed it before, if another.
+    fn claim(&self, run_id: &str, node: usize) -> Result<(), usize> {
+        let mut claimed = self.claimed.lock().unwrap_or_else(PoisonError::into_inner);
+        match claimed.get(run_id) {
+            Some(&first) if first != node => Err(first),
+            Some(_) => Ok(()),
+            None => {
+                claimed.insert(run_id.to_owned(), node);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether `node` is reported as an alias for the first time.
+    fn first_report(&self, node: usize) -> bool {
+        self.reported
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(node)
+    }
+}
+
+/// The run id in an `INFO server` reply.
+fn run_id_of(info: &str) -> Option<&str> {
+    info.lines()
+        .find_map(|line| line.strip_prefix("run_id:"))
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
 }
 
 /// How many requests a node's connection may hold before it writes them: far more than any
@@ -347,6 +391,7 @@ impl Node {
             connect_timeout: options.connect_timeout,
             state: Mutex::default(),
             unresponsive: AtomicBool::new(false),
+            identities: Arc::clone(&options.identities),
         };
         if is_cluster_url(url) {
             let seeds: Arc<[String]> = seeds(url).map_err(&unusable)?.into();
@@ -918,11 +963,40 @@ impl ConnectAttempt {
                     .map_err(ConnectError::Cluster),
             }
         };
-        let outcome = match tokio::time::timeout(timeout, connecting).await {
+        let identified = async {
+            let mut wire = connecting.await?;
+            if let Wire::Pooled(connection) = &mut wire {
+                self.identify(connection).await?;
+            }
+            Ok(wire)
+        };
+        let outcome = match tokio::time::timeout(timeout, identified).await {
             Ok(outcome) => outcome.map_err(Arc::new),
             Err(_) => Err(Arc::new(ConnectError::Timeout(timeout))),
         };
         self.finish(outcome, true);
+    }
+
+    /// Asks the server who it is, and refuses it if another node of the set reached it first.
+    /// A server that does not tell (an ACL without `INFO`) is not checked.
+    async fn identify(&self, connection: &mut Connection) -> Result<(), ConnectError> {
+        let info: RedisResult<String> = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut **connection)
+            .await;
+        let Some(run_id) = info.as_deref().ok().and_then(run_id_of) else {
+            return Ok(());
+        };
+        let node = self.link.index;
+        self.link
+            .identities
+            .claim(run_id, node)
+            .map_err(|first| {
+                if self.link.identities.first_report(node) {
+                    tracing::error!(node = %self.link.address, first, "this node is another node's server under another name: it would vote twice, so it never counts; list each server once");
+                }
+                ConnectError::Alias { first }
+            })
     }
 
     /// Gives up without trying (no runtime to connect on): the queue fails, the node is not
@@ -981,6 +1055,7 @@ pub(crate) struct NodeOptions {
     pub(crate) pool_size: usize,
     pub(crate) connect_timeout: Duration,
     pub(crate) replica_acks: Option<ReplicaAcks>,
+    pub(crate) identities: Arc<Identities>,
 }
 
 /// Removes a URL's password from a message that might echo the URL.
@@ -1016,12 +1091,33 @@ mod tests {
     }
 
     #[test]
+    fn a_server_reached_by_two_nodes_is_kept_by_the_first() {
+        let identities = Identities::default();
+        assert_eq!(identities.claim("abc", 0), Ok(()));
+        assert_eq!(identities.claim("abc", 0), Ok(()), "a reconnection");
+        assert_eq!(identities.claim("abc", 2), Err(0));
+        assert_eq!(
+            identities.claim("def", 2),
+            Ok(()),
+            "its own server after a restart"
+        );
+        assert!(identities.first_report(2));
+        assert!(!identities.first_report(2), "reported once");
+        assert_eq!(
+            run_id_of("# Server\r\nredis_version:7.0.15\r\nrun_id:5e1f00\r\ntcp_port:1\r\n"),
+            Some("5e1f00")
+        );
+        assert_eq!(run_id_of("# Server\r\n"), None);
+    }
+
+    #[test]
     fn a_tls_url_without_tls_support_says_so_without_the_password() {
         let tls = tls_compiled_in();
         let options = NodeOptions {
             pool_size: 1,
             connect_timeout: Duration::from_secs(1),
             replica_acks: None,
+            identities: Arc::default(),
         };
         match Node::open(0, URL, &options) {
             Ok(node) => {

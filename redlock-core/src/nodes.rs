@@ -27,6 +27,7 @@ impl NodeSet {
             pool_size: config.pool_size,
             connect_timeout: config.connect_timeout(),
             replica_acks: config.replica_acks,
+            identities: Arc::default(),
         };
         let nodes = config
             .nodes

@@ -1,0 +1,54 @@
+//! One server, one vote: a server reached under two names (here: directly and through a
+//! proxy, two addresses the configuration cannot tell apart) is found by its run id when the
+//! nodes connect, and the second name never counts. Without that, one live master listed twice
+//! beside a dead one would make a majority on its own.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use redlock_reentrant::{ConnectError, Error, LockClient, NodeErrorKind, RetryPolicy};
+use redlock_testkit::{FaultProxy, RedisCluster};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_reached_under_two_names_votes_once() {
+    let cluster = RedisCluster::start(2);
+    let alias = FaultProxy::start(SocketAddr::from((Ipv4Addr::LOCALHOST, cluster.ports()[0])))
+        .await
+        .expect("proxy");
+    // Master 0 twice (directly, and through the proxy), and master 1, which is down.
+    let urls = vec![
+        cluster.urls()[0].clone(),
+        alias.url(),
+        cluster.urls()[1].clone(),
+    ];
+    cluster.kill(1);
+    let client = LockClient::builder()
+        .nodes(urls)
+        .retry(RetryPolicy::none())
+        .build()
+        .await
+        .expect("the addresses differ");
+
+    // The reentrant script grants the owner's own field again on a second copy: without the
+    // check, the one live master would be two votes of three.
+    let taken = client
+        .get_lock("report")
+        .try_lock(Duration::ZERO, None)
+        .await;
+    assert!(
+        matches!(taken, Err(Error::NoQuorum { answered: 1, .. })),
+        "one live server made a majority of three on its own: {taken:?}"
+    );
+    // The second name is refused as an alias of the first, not merely slow.
+    let second = client.redlock().nodes().iter().nth(1).expect("three nodes");
+    let refused = second.connect().await.expect_err("never connects");
+    assert!(
+        matches!(&refused.kind, NodeErrorKind::Connect(cause) if matches!(**cause, ConnectError::Alias { first: 0 })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        cluster.count_keys("redlock:report"),
+        0,
+        "nothing left behind"
+    );
+}
