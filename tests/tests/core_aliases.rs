@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use redlock_reentrant::{ConnectError, Error, LockClient, NodeErrorKind, RetryPolicy};
 use redlock_testkit::{FaultProxy, RedisCluster};
+use redlock_tests::released_everywhere;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_reached_under_two_names_votes_once() {
