@@ -36,9 +36,13 @@ pub const USAGE: i32 = 64;
 /// `redlock` with `nodes` (none when empty) and a clean environment of ours.
 pub fn redlock(nodes: &[String]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_redlock"));
-    for var in ["REDLOCK_NODES", "REDLOCK_KEY_PREFIX", "RUST_LOG"] {
-        command.env_remove(var);
+    // redlock reads every REDLOCK_* variable, as the library does: none of the caller's.
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("REDLOCK_") {
+            command.env_remove(var);
+        }
     }
+    command.env_remove("RUST_LOG");
     if !nodes.is_empty() {
         command.env("REDLOCK_NODES", nodes.join(","));
     }
