@@ -919,9 +919,10 @@ impl System {
             .count();
         let c = &mut state.clients[client];
         let lost = released + missing < quorum || refused >= quorum;
-        // A final release is done once no majority can still hold it for this owner: only
-        // the unanswered masters might (`decide` in redlock-reentrant's unlock.rs).
-        let final_done = c.hold.count == 1 && missing < quorum;
+        // A final release is done once every reply is in or timed out and no majority can
+        // still hold it for this owner: only the silent masters might (`decide` in
+        // redlock-reentrant's unlock.rs).
+        let final_done = c.hold.count == 1 && timed_out && missing < quorum;
         if released >= quorum || (!lost && final_done) {
             c.op = Op::Idle;
             c.hold.pending = false;

@@ -359,11 +359,11 @@ impl RLock {
     ///
     /// - [`Error::NotOwner`]: this owner holds no hold of this lock (nothing is changed).
     /// - [`Error::LockLost`]: this owner held it, but the hold was lost meanwhile (one
-    ///   acquisition of it is unwound). A final unlock is done as soon as the answers prove
-    ///   that no majority can still hold the lock for this owner, also when a master that held
-    ///   it does not answer: it returns `Ok` when the masters that released it, with those that
-    ///   did not answer, could have made the hold a majority, and `LockLost` when they could
-    ///   not (the hold had already expired on too many of them).
+    ///   acquisition of it is unwound). A final unlock is done once every reply is in or timed
+    ///   out and the answers prove that no majority can still hold the lock for this owner,
+    ///   also when a master that held it does not answer: it returns `Ok` when the masters that
+    ///   released it, with those that did not answer, could have made the hold a majority, and
+    ///   `LockLost` when they could not (the hold had already expired on too many of them).
     /// - [`Error::NoQuorum`]: too few nodes answered after the retries. The release may have
     ///   landed on some nodes, so do not rely on the lock any more. The hold stays counted so
     ///   that calling `unlock` again (it retries the same request) or the owner's next

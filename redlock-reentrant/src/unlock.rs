@@ -320,6 +320,7 @@ fn verdict(fan: &FanOut<UnlockReply>, last: bool) -> Verdict {
         released: fan.count(|reply| matches!(reply, UnlockReply::Left(_))),
         refused: fan.count(|reply| *reply == UnlockReply::NotHeld),
         unanswered: fan.unanswered(),
+        in_flight: fan.in_flight(),
         quorum: fan.quorum(),
         last,
     })
@@ -334,22 +335,27 @@ struct Tally {
     refused: usize,
     /// Nodes with no usable answer (yet).
     unanswered: usize,
+    /// Of those, the replies still awaited.
+    in_flight: usize,
     quorum: usize,
     /// Whether this is the hold's final release (it deletes the lock where it is applied).
     last: bool,
 }
 
 /// The rule: a majority that applied it releases; a majority that does not know the hold
-/// refuses (it was lost). A final release is also done as soon as the answers prove that no
-/// majority can still hold the lock for this owner (only the unanswered nodes might, and they
-/// are fewer than a majority): Redlock's promise that with a majority of masters up, a holder
-/// can release. It counts as released when the answers fit a hold that was still valid (the
-/// released nodes with the unanswered ones make a majority), as lost otherwise.
+/// refuses (it was lost). A final release is also done once every reply is in (or failed) and
+/// the answers prove that no majority can still hold the lock for this owner (only the nodes
+/// that failed to answer might, and they are fewer than a majority): Redlock's promise that
+/// with a majority of masters up, a holder can release. It counts as released when the answers
+/// fit a hold that was still valid (the released nodes with the silent ones make a majority),
+/// as lost otherwise. A reply still on its way is waited for: it may be the "not held" that
+/// shows the hold was lost.
 fn decide(tally: Tally) -> Verdict {
     let Tally {
         released,
         refused,
         unanswered,
+        in_flight,
         quorum,
         last,
     } = tally;
@@ -358,7 +364,7 @@ fn decide(tally: Tally) -> Verdict {
         Verdict::Released
     } else if !could_have_held || refused >= quorum {
         Verdict::Refused
-    } else if last && unanswered < quorum {
+    } else if last && in_flight == 0 && unanswered < quorum {
         Verdict::Released
     } else {
         Verdict::Undecided
@@ -554,11 +560,13 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
 mod tests {
     use super::*;
 
+    /// A tally of five nodes once every reply is in or failed.
     fn tally(released: usize, refused: usize, unanswered: usize, last: bool) -> Verdict {
         decide(Tally {
             released,
             refused,
             unanswered,
+            in_flight: 0,
             quorum: 3,
             last,
         })
@@ -585,6 +593,38 @@ mod tests {
         assert_eq!(tally(1, 3, 1, true), Verdict::Refused);
         // Three silent nodes could still hold it.
         assert_eq!(tally(1, 1, 3, true), Verdict::Undecided);
+    }
+
+    #[test]
+    fn a_reply_still_on_its_way_is_waited_for() {
+        // Three nodes: one released, one never had it, the third's reply is coming. It may
+        // be "not held" (the hold was on one node only: lost), so nothing is decided yet.
+        let early = Tally {
+            released: 1,
+            refused: 1,
+            unanswered: 1,
+            in_flight: 1,
+            quorum: 2,
+            last: true,
+        };
+        assert_eq!(decide(early), Verdict::Undecided);
+        // Timed out instead: no majority can hold it any more.
+        assert_eq!(
+            decide(Tally {
+                in_flight: 0,
+                ..early
+            }),
+            Verdict::Released
+        );
+        assert_eq!(
+            decide(Tally {
+                refused: 2,
+                unanswered: 0,
+                in_flight: 0,
+                ..early
+            }),
+            Verdict::Refused
+        );
     }
 
     #[test]

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use redlock_reentrant::{redis, Error, LockClient, RetryPolicy};
-use redlock_testkit::RedisCluster;
-use redlock_tests::{released_everywhere, WATCHDOG};
+use redlock_testkit::{eventually_async, RedisCluster};
+use redlock_tests::{released_everywhere, SlowLinks, WATCHDOG};
 
 /// Room for a busy machine: a tenth of the watchdog lease.
 const NODE_TIMEOUT: Duration = Duration::from_millis(300);
@@ -98,6 +98,39 @@ async fn a_nested_unlock_with_one_of_exactly_a_majority_stopped_stays_undecided(
     assert!(
         matches!(nested, Err(Error::NoQuorum { .. })),
         "a nested unlock needs a majority that applied it: {nested:?}"
+    );
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_unlock_waits_for_a_late_reply_that_shows_the_hold_was_lost() {
+    let cluster = RedisCluster::start(3);
+    // Master 0's replies come late; the others answer at once.
+    let links = SlowLinks::start(&cluster, 1).await;
+    // Room for the late reply: a node timeout well above the slow link's round trip.
+    let client = links.client(WATCHDOG * 4, WATCHDOG / 2).await;
+    let lock = client.get_lock("mostly-gone");
+    lock.lock().await.expect("lock");
+    // Decided by the first majority: wait for master 0's grant too.
+    assert!(
+        eventually_async(WATCHDOG, || cluster.count_keys("redlock:mostly-gone") == 3).await,
+        "granted everywhere"
+    );
+    // The hold is gone from masters 0 and 1 behind the holder's back (a forced unlock from
+    // elsewhere, a restart without persistence): only master 2 still has it.
+    for node in 0..2 {
+        redis::cmd("DEL")
+            .arg("redlock:mostly-gone")
+            .query::<()>(&mut cluster.node(node).connection())
+            .expect("DEL");
+    }
+    links.slow_down(WATCHDOG / 20);
+    // Released on 2, not held on 1 at once; master 0's "not held" is on its way. Deciding
+    // before it arrives would call a lost hold released.
+    let unlocked = lock.unlock().await;
+    assert!(
+        matches!(unlocked, Err(Error::LockLost { .. })),
+        "the holder is told its hold was lost: {unlocked:?}"
     );
     client.shutdown().await;
 }
