@@ -8,7 +8,7 @@ use redlock_reentrant::{Error, LockClient, LockGuard, RLock};
 use tokio::time::Instant;
 
 use crate::args::{Connection, OnLost, RunArgs};
-use crate::connect::connect;
+use crate::connect::{connect, WatchdogLease};
 use crate::exit::{self, Failure};
 use crate::job::{self, Job};
 use crate::report::{describe, seconds, Reporter};
@@ -41,7 +41,7 @@ pub(crate) async fn run(
         source,
     })?;
     let client = tokio::select! {
-        client = connect(connection, args.watchdog_timeout, out) => client?,
+        client = connect(connection, WatchdogLease::Given(args.watchdog_timeout), out) => client?,
         signal = signals.next_ending() => return Err(Failure::Interrupted(signal as i32)),
     };
     let outcome = hold_and_run(&client, args, &mut signals, out).await;
@@ -157,12 +157,19 @@ async fn without_waiting(
     lock: &RLock,
     lease: Option<Duration>,
 ) -> Result<Option<LockGuard>, Error> {
-    let until = Instant::now() + SPLIT_VOTE_RETRIES_FOR;
+    // Counted from the first answer, so that a slow first attempt leaves the split its retries.
+    let mut until = None;
     loop {
         if let Some(guard) = lock.try_acquire(Duration::ZERO, lease).await? {
             return Ok(Some(guard));
         }
-        if lock.status().await?.held_by_one_owner || Instant::now() >= until {
+        let until = *until.get_or_insert_with(|| Instant::now() + SPLIT_VOTE_RETRIES_FOR);
+        // A status that cannot be read proves no holder either: the split is tried again.
+        let held = lock
+            .status()
+            .await
+            .is_ok_and(|status| status.held_by_one_owner);
+        if held || Instant::now() >= until {
             return Ok(None);
         }
         tracing::debug!(lock = %lock.name(), "a split vote, not a holder: trying again");

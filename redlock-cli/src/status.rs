@@ -2,13 +2,12 @@
 //! outside, as text or JSON.
 
 use std::future::Future;
-use std::time::Duration;
 
 use redlock_reentrant::{Error, LockStatus, RLock};
 use serde::Serialize;
 
 use crate::args::{Connection, StatusArgs, UnlockArgs};
-use crate::connect::connect;
+use crate::connect::{connect, WatchdogLease};
 use crate::exit::Failure;
 use crate::report::{answer, describe, Reporter};
 
@@ -135,11 +134,7 @@ async fn on_the_lock<T, F>(
 where
     F: Future<Output = Result<T, Error>>,
 {
-    // These commands take no lock: the watchdog lease only has to fit the node timeout given.
-    let watchdog = connection
-        .node_timeout
-        .map(|timeout| timeout.saturating_mul(10).max(Duration::from_secs(30)));
-    let client = connect(connection, watchdog, out).await?;
+    let client = connect(connection, WatchdogLease::TakesNoLock, out).await?;
     let answer = question(client.get_lock(name)).await;
     client.shutdown().await;
     Ok(answer?)

@@ -180,3 +180,43 @@ fn the_job_cannot_read_the_node_urls_from_its_supervisor_or_redlock() {
         "the job read an environment it must not: {said}"
     );
 }
+
+#[tokio::test]
+async fn a_key_prefix_flag_is_taken_as_written() {
+    let (_masters, nodes) = masters(1);
+    for prefix in ["", "jobs: "] {
+        let service = LockClientBuilder::default()
+            .nodes(nodes.clone())
+            .key_prefix(prefix)
+            .build()
+            .await
+            .expect("client");
+        let guard = service.get_lock("report").acquire().await.expect("lock");
+        let flagged = nodes.clone();
+        let run = tokio::task::spawn_blocking(move || {
+            finish(redlock(&flagged).args(["--key-prefix", prefix]).args([
+                "run",
+                "report",
+                "--no-wait",
+                "--",
+                "true",
+            ]))
+        })
+        .await
+        .expect("redlock");
+        run.assert_code(BUSY);
+        guard.unlock().await.expect("unlock");
+        service.shutdown().await;
+    }
+}
+
+#[test]
+fn status_works_with_a_long_node_timeout_from_the_environment() {
+    let (_masters, nodes) = masters(1);
+    finish(
+        redlock(&nodes)
+            .env("REDLOCK_NODE_TIMEOUT", "10s")
+            .args(["status", "report"]),
+    )
+    .assert_code(0);
+}
