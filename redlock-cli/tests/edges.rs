@@ -149,17 +149,25 @@ fn a_lock_found_lost_at_release_still_says_the_jobs_own_code() {
 #[test]
 fn the_job_cannot_read_the_node_urls_from_its_supervisor_or_redlock() {
     let (_masters, nodes) = masters(1);
-    // Root reads every process's environment anyway: run as a user of no privilege, as cron does.
+    // Root reads every process's environment anyway: run as a user of no privilege, as cron
+    // does, from a copy of the binary that user can reach wherever the build is.
     let root =
         std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("/proc")) == 0;
+    let reachable = tempfile::tempdir().expect("temporary directory");
+    let binary = reachable.path().join("redlock");
+    std::fs::copy(env!("CARGO_BIN_EXE_redlock"), &binary).expect("copy");
+    for path in [reachable.path(), binary.as_path()] {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+    }
     let mut command = if root {
         let mut command = std::process::Command::new("setpriv");
         command
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(env!("CARGO_BIN_EXE_redlock"));
+            .arg(&binary);
         command
     } else {
-        std::process::Command::new(env!("CARGO_BIN_EXE_redlock"))
+        std::process::Command::new(&binary)
     };
     let probe = sh(r#"
         for pid in "$PPID" "$(cut -d' ' -f4 "/proc/$PPID/stat")"; do

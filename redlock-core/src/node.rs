@@ -165,13 +165,15 @@ pub(crate) struct Identities {
 }
 
 impl Identities {
-    /// Claims the server `run_id` for `node`; the node that had claimed it before, if another.
+    /// Claims the server `run_id` for `node`, giving up the server it had before (a restart,
+    /// a name now pointing elsewhere); the node that had claimed it, if another.
     fn claim(&self, run_id: &str, node: usize) -> Result<(), usize> {
         let mut claimed = self.claimed.lock().unwrap_or_else(PoisonError::into_inner);
         match claimed.get(run_id) {
             Some(&first) if first != node => Err(first),
             Some(_) => Ok(()),
             None => {
+                claimed.retain(|_, owner| *owner != node);
                 claimed.insert(run_id.to_owned(), node);
                 Ok(())
             }
@@ -1101,6 +1103,9 @@ mod tests {
             Ok(()),
             "its own server after a restart"
         );
+        // Node 0's name now points at another server: its old one is free for node 2.
+        assert_eq!(identities.claim("ghi", 0), Ok(()));
+        assert_eq!(identities.claim("abc", 2), Ok(()));
         assert!(identities.first_report(2));
         assert!(!identities.first_report(2), "reported once");
         assert_eq!(

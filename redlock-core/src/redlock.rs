@@ -388,7 +388,7 @@ impl Redlock {
     /// **An extend never shortens a lease**: a node whose key already has more than `new_lease`
     /// left keeps it. So whatever the outcome (granted, an error, or the future dropped while
     /// its requests are still queued on the nodes), the old lease's validity stays true, and
-    /// the returned lease is valid until the later of the old validity and the new one.
+    /// the returned lease is the later of the old one and the new one.
     ///
     /// # Cancel safety
     ///
@@ -424,11 +424,15 @@ impl Redlock {
         let drift = self.config().drift_for(new_lease);
         if extended >= fan.quorum() {
             return match validity(new_lease, fan.elapsed(), drift) {
-                // No node shortens a lease: the old validity holds if it is the later one.
+                // No node shortens a lease: the old one stands where it is the later.
+                Some(_) if lease.valid_until >= fan.started() + (new_lease - drift) => Ok(Lease {
+                    granted_by: extended,
+                    ..lease.clone()
+                }),
                 Some(left) => Ok(Lease {
                     lease: new_lease,
                     validity: left,
-                    valid_until: lease.valid_until.max(fan.started() + (new_lease - drift)),
+                    valid_until: fan.started() + (new_lease - drift),
                     granted_by: extended,
                     ..lease.clone()
                 }),

@@ -6,8 +6,9 @@
 //!
 //! - **One task per client**, not one per lock: a registry of held locks renewed in batches per
 //!   node, so 10,000 held locks cost `ceil(10,000 / batch_size)` calls per node per round.
-//! - **Never after unlock**: a hold is registered before its acquisition completes and its
-//!   [`Registration`] is dropped first thing on unlock; renewal is compare-and-`PEXPIRE`, so even
+//! - **Never after unlock**: a hold is registered before its acquisition completes; renewal
+//!   pauses while its release is sent ([`Registration::releasing`]) and ends for good when the
+//!   release is confirmed ([`Registration::ended`]); renewal is compare-and-`PEXPIRE`, so even
 //!   a renewal already on the wire cannot bring a released lock back.
 //! - **Errors do not stop renewal**: a round that did not reach a majority is retried after a
 //!   quarter interval. A majority answering "not held" loses the hold at once; renewals that

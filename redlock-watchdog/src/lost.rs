@@ -265,7 +265,8 @@ mod tests {
     fn a_deadline_moved_later_or_cleared_is_not_fired_at_the_old_one() {
         let later = LostSignal::new();
         let cleared = LostSignal::new();
-        let soon = Instant::now() + Duration::from_millis(20);
+        // Far enough that the moves below happen before it, however busy the machine.
+        let soon = Instant::now() + Duration::from_secs(2);
         for signal in [&later, &cleared] {
             signal.set_deadline(Some((soon, LostReason::QuorumLost)));
         }
@@ -292,7 +293,7 @@ mod tests {
     fn an_abandoned_hold_is_told_so_at_its_deadline() {
         let signal = LostSignal::new();
         signal.set_deadline(Some((
-            Instant::now() + Duration::from_millis(20),
+            Instant::now() + Duration::from_secs(1),
             LostReason::QuorumLost,
         )));
         signal.abandon();

@@ -11,8 +11,10 @@ use crate::{LostReason, LostSignal};
 /// at once, synchronously: no renewal is sent for it afterwards. Firing its [`LostSignal`] does
 /// the same: a lost hold is never renewed.
 ///
-/// Register before the acquisition completes, and drop the registration once the release is
-/// confirmed (say it is in flight with [`Registration::releasing`]).
+/// Register before the acquisition completes, say the release is in flight with
+/// [`Registration::releasing`], and end the registration with [`Registration::ended`] once the
+/// release is confirmed. Dropped without that, the hold is abandoned: nothing renews it, and
+/// its signal fires at the deadline it had ([`LostReason::Abandoned`]).
 #[derive(Debug)]
 #[must_use = "dropping the registration stops the watchdog for this hold"]
 pub struct Registration {

@@ -195,8 +195,9 @@ impl Drop for RenewedLease {
         let Some(registration) = self.registration.take() else {
             return;
         };
-        // No renewal from here on, whatever happens to the release.
-        drop(registration);
+        // No renewal from here on, whatever happens to the release; the holder let go of the
+        // lease, so its signal has nothing more to tell.
+        registration.ended();
         // Outside a runtime nothing is spawned: the lock expires with its lease.
         redlock_core::spawn_cleanup(self.detached_release());
     }

@@ -44,7 +44,9 @@ use crate::{LostReason, Registration, RenewScript, WatchdogConfig, WatchdogStats
 ///     reason = lost.lost() => eprintln!("lock lost: {reason}"),
 ///     () = async { /* the work */ } => {}
 /// }
-/// drop(registration); // first thing when unlocking: no renewal after this
+/// registration.releasing(); // first thing when unlocking: no renewal after this
+/// // ... release the lock; once a majority confirmed it:
+/// registration.ended(); // its signal will never fire (dropped without this: abandoned)
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
