@@ -203,6 +203,34 @@ fn job_left(session: Pid) -> bool {
 /// or killed yet). Other signals are sent once: a process forked after them by one that got
 /// them did not exist when they were passed on.
 fn signal_job(command: Pid, command_alive: bool, session: Pid, signals: &[Signal]) {
+    deliver(
+        command,
+        command_alive,
+        signals,
+        || {
+            procfs::descendants()
+                .into_iter()
+                .filter(|descendant| descendant.session == session)
+                .collect()
+        },
+        |target, signal| {
+            let _ = match target {
+                Target::Group(group) => killpg(group, signal),
+                Target::Process(pid) => kill(pid, signal),
+            };
+        },
+    );
+}
+
+/// [`signal_job`]'s loop over the looks (`look` reads the job's processes) and the sends
+/// (`send`), apart from `/proc` and the kernel so that a test can record every send.
+fn deliver(
+    command: Pid,
+    command_alive: bool,
+    signals: &[Signal],
+    mut look: impl FnMut() -> Vec<procfs::Descendant>,
+    mut send: impl FnMut(Target, Signal),
+) {
     let looks = if signals
         .iter()
         .any(|signal| matches!(signal, Signal::SIGSTOP | Signal::SIGKILL))
@@ -213,20 +241,14 @@ fn signal_job(command: Pid, command_alive: bool, session: Pid, signals: &[Signal
     };
     let mut delivery = Delivery::default();
     for _ in 0..looks {
-        let job: Vec<procfs::Descendant> = procfs::descendants()
-            .into_iter()
-            .filter(|descendant| descendant.session == session)
-            .collect();
+        let job = look();
         let targets = delivery.aim(command, command_alive, &job);
         if targets.is_empty() {
             return;
         }
         for signal in signals {
             for target in &targets {
-                let _ = match *target {
-                    Target::Group(group) => killpg(group, *signal),
-                    Target::Process(pid) => kill(pid, *signal),
-                };
+                send(*target, *signal);
             }
         }
     }
@@ -395,6 +417,72 @@ mod tests {
         targets.extend(Delivery::default().aim(Pid::from_raw(10), true, &job));
         assert_ne!(deliveries(&targets, &job), once_each(&job));
         assert_eq!(deliveries(&targets, &job)[0], (10, 2));
+    }
+
+    /// Runs [`deliver`] over `looks` (one job per look; the last repeats), and counts what
+    /// reached each process of the last look, per signal.
+    fn delivered(signals: &[Signal], looks: &[Vec<Descendant>]) -> Vec<(i32, Signal, usize)> {
+        let mut sent: Vec<(Target, Signal)> = Vec::new();
+        let mut next = 0;
+        deliver(
+            Pid::from_raw(10),
+            true,
+            signals,
+            || {
+                let job = looks[next.min(looks.len() - 1)].clone();
+                next += 1;
+                job
+            },
+            |target, signal| sent.push((target, signal)),
+        );
+        let last = looks.last().expect("a look");
+        let mut counts = Vec::new();
+        for process in last {
+            for signal in signals {
+                let reaching = sent
+                    .iter()
+                    .filter(|(target, sent)| {
+                        sent == signal
+                            && match target {
+                                Target::Group(group) => *group == process.group,
+                                Target::Process(pid) => *pid == process.pid,
+                            }
+                    })
+                    .count();
+                counts.push((process.pid.as_raw(), *signal, reaching));
+            }
+        }
+        counts
+    }
+
+    #[test]
+    fn the_whole_delivery_sends_each_signal_once_to_each_process() {
+        // The integration tests cannot see a duplicate (the kernel merges a standard signal
+        // sent twice before it is handled): here every send is recorded.
+        let mut later = a_job();
+        later.push(process(12, 10));
+        later.push(process(40, 40));
+        for signals in [
+            &[Signal::SIGTERM, Signal::SIGCONT][..],
+            &[Signal::SIGSTOP][..],
+            &[Signal::SIGKILL][..],
+        ] {
+            for looks in [vec![a_job()], vec![a_job(), later.clone()]] {
+                let one_shot =
+                    !signals.contains(&Signal::SIGSTOP) && !signals.contains(&Signal::SIGKILL);
+                for (pid, signal, reaching) in delivered(signals, &looks) {
+                    // A one-shot signal takes one look: a group made after it (40) was not
+                    // there to get it. A stop or a kill looks again and reaches it, once.
+                    let expected = usize::from(!(one_shot && pid == 40));
+                    assert_eq!(
+                        reaching,
+                        expected,
+                        "{signal:?} to {pid}, looks {}",
+                        looks.len()
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -273,6 +273,10 @@ fn signals_reach_the_job_and_the_lock_frees_as_soon_as_it_exits() {
     assert!(!locked(&nodes, "sig"));
 }
 
+/// Each process gets each forwarded signal, through every kind of group a job can make. A
+/// duplicate sent microseconds after the first is merged by the kernel (a standard signal is
+/// pending once), so this test sees a missed signal, not a doubled one: the supervisor's unit
+/// tests record every send (`the_whole_delivery_sends_each_signal_once_to_each_process`).
 #[test]
 fn each_process_of_the_job_gets_each_signal_once() {
     let (_masters, nodes) = masters(1);

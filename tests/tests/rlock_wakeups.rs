@@ -275,7 +275,12 @@ async fn a_release_that_reaches_a_majority_late_still_wakes_the_waiter() {
 async fn a_woken_waiter_that_gives_up_wakes_the_next() {
     let skewed = SkewedRelease::start("handed-on").await;
     // The first waiter falls asleep first, so the first announcement wakes it.
-    let first = spawn_waiter(skewed.waiting.get_lock("handed-on"), Duration::from_secs(4));
+    // Its wait is long enough to still be waiting when the release comes, however slow the
+    // setup below is on a busy machine (nothing can hand it the lock before it gives up).
+    let first = spawn_waiter(
+        skewed.waiting.get_lock("handed-on"),
+        Duration::from_secs(10),
+    );
     assert!(
         skewed.waiter_asleep(Duration::from_secs(3)).await,
         "the first waiter is asleep"
