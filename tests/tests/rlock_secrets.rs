@@ -59,9 +59,11 @@ async fn no_public_type_error_or_log_line_shows_a_password() {
     instrumented(&lock);
     guard.unlock().await.expect("unlock");
 
-    // Errors: a wrong password, a node that is gone, an unusable URL.
+    // Errors: a wrong password, a node that is gone, an unusable URL. The wrong password is for
+    // a second server: one server listed twice would be refused outright (it would vote twice).
+    let other = RedisServer::builder().password(PASSWORD).start();
     let wrong = LockClient::builder()
-        .nodes([good.url_with_auth(None, "wrong-one"), url.clone()])
+        .nodes([other.url_with_auth(None, "wrong-one"), url.clone()])
         .retry(RetryPolicy::none())
         .build()
         .await
