@@ -212,7 +212,7 @@ impl Hold {
     ) -> Grant {
         match mode {
             LeaseMode::Watchdog => registration.activate_renewed(valid_until),
-            LeaseMode::Fixed(_) => registration.activate_fixed(valid_until),
+            LeaseMode::Fixed(lease) => registration.activate_fixed(valid_until, lease),
         }
         let held = Held {
             generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
@@ -239,7 +239,7 @@ impl Hold {
         };
         match mode {
             LeaseMode::Watchdog => held.registration.activate_renewed(valid_until),
-            LeaseMode::Fixed(_) => held.registration.activate_fixed(valid_until),
+            LeaseMode::Fixed(lease) => held.registration.activate_fixed(valid_until, lease),
         }
         held.leases.push(mode);
         held.grant()

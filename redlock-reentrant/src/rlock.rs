@@ -48,7 +48,9 @@ use crate::{Error, LockClient, LockGuard, LockOwner};
 /// - **Released**: its last `unlock` reached a majority.
 /// - **A fixed lease ran out** ([`LostReason::LeaseExpired`](crate::LostReason::LeaseExpired)):
 ///   letting a lease expire is a way to release (Redisson's "lock with a lease and let it
-///   expire"). The lost signal fires; an `unlock` of it answers [`Error::LockLost`]; the
+///   expire"). The lost signal fires a tenth of the lease before the validity ends (at most
+///   [`WatchdogConfig::fixed_lost_margin`](crate::WatchdogConfig::fixed_lost_margin)), so the
+///   holder can stop while the lock is still its own; an `unlock` of it answers [`Error::LockLost`]; the
 ///   owner's next acquisition starts a new hold (count 1, a new fencing token).
 /// - **Taken away** (force-unlocked, renewal refused or unconfirmed, a release given up): the
 ///   lost signal fires and every operation on the hold answers [`Error::LockLost`] until its

@@ -110,4 +110,36 @@ impl WatchdogConfig {
     pub fn lost_margin(&self, node_timeout: Duration) -> Duration {
         self.renew_request_timeout(node_timeout).saturating_mul(2)
     }
+
+    /// How long before the end of its validity a hold that is not renewed (a fixed lease, or a
+    /// hold whose renewal stopped) is declared lost: a tenth of the lease that set the
+    /// validity, and never more than [`WatchdogConfig::lost_margin`]. Time for the holder to
+    /// stop (a job to be killed, a write to be given up) while the lock is still its own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_watchdog::WatchdogConfig;
+    /// let config = WatchdogConfig::default();
+    /// let node_timeout = Duration::from_millis(300);
+    /// // A one-second lease: told 100 ms before its validity ends.
+    /// assert_eq!(
+    ///     config.fixed_lost_margin(Duration::from_secs(1), node_timeout),
+    ///     Duration::from_millis(100)
+    /// );
+    /// // A long one: no earlier than a renewed hold would be.
+    /// assert_eq!(
+    ///     config.fixed_lost_margin(Duration::from_secs(3600), node_timeout),
+    ///     config.lost_margin(node_timeout)
+    /// );
+    /// ```
+    pub fn fixed_lost_margin(&self, lease: Duration, node_timeout: Duration) -> Duration {
+        fixed_lost_margin(self.lost_margin(node_timeout), lease)
+    }
+}
+
+/// A tenth of `lease`, at most `lost_margin`.
+pub(crate) fn fixed_lost_margin(lost_margin: Duration, lease: Duration) -> Duration {
+    lost_margin.min(lease / 10)
 }

@@ -1,7 +1,7 @@
 //! The handle a holder keeps for each hold the watchdog watches.
 
 use std::sync::Weak;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::registry::{EntryState, Held, Release};
 use crate::shared::Shared;
@@ -32,43 +32,43 @@ impl Registration {
         self.update(|state, shared| match state {
             EntryState::Pending => EntryState::Held(Held {
                 valid_until,
+                lease: shared.scheduler.lease(),
                 renew: true,
                 renew_until: shared.scheduler.renew_cap(tokio::time::Instant::now()),
                 release: Release::None,
             }),
             EntryState::Held(held) => EntryState::Held(Held {
-                valid_until: held.valid_until.max(valid_until),
                 renew: true,
                 renew_until: if held.renew {
                     held.renew_until
                 } else {
                     shared.scheduler.renew_cap(tokio::time::Instant::now())
                 },
-                ..held
+                ..held.valid_for(valid_until, shared.scheduler.lease())
             }),
         });
     }
 
-    /// An acquisition with a fixed lease succeeded, valid until `valid_until`. A pending hold
-    /// is not renewed and is lost ([`LostReason::LeaseExpired`]) when the validity ends; a held
-    /// one keeps its renewal, and its validity end moves to `valid_until` if that is later.
-    pub fn activate_fixed(&self, valid_until: Instant) {
+    /// An acquisition with the fixed lease `lease` succeeded, valid until `valid_until`. A
+    /// pending hold is not renewed and is lost ([`LostReason::LeaseExpired`])
+    /// [`WatchdogConfig::fixed_lost_margin`](crate::WatchdogConfig::fixed_lost_margin) before
+    /// the validity ends, so its holder can stop while the lock is still its own; a held one
+    /// keeps its renewal, and its validity end moves to `valid_until` if that is later.
+    pub fn activate_fixed(&self, valid_until: Instant, lease: Duration) {
         self.update(|state, _| match state {
             EntryState::Pending => EntryState::Held(Held {
                 valid_until,
+                lease,
                 renew: false,
                 renew_until: None,
                 release: Release::None,
             }),
-            EntryState::Held(held) => EntryState::Held(Held {
-                valid_until: held.valid_until.max(valid_until),
-                ..held
-            }),
+            EntryState::Held(held) => EntryState::Held(held.valid_for(valid_until, lease)),
         });
     }
 
     /// Stops renewing: the hold keeps the validity it has (the longest confirmed so far) and is
-    /// lost ([`LostReason::LeaseExpired`]) when it ends.
+    /// lost ([`LostReason::LeaseExpired`]) a margin before it ends, as a fixed lease is.
     pub fn stop_renewing(&self) {
         self.update(|state, _| match state {
             EntryState::Held(held) => EntryState::Held(Held {

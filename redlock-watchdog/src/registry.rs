@@ -1,6 +1,6 @@
 //! The holds the watchdog watches, and where each stands.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redlock_core::OwnerToken;
 
@@ -34,6 +34,10 @@ pub(crate) struct Held {
     /// Only ever moves later: no node's TTL is ever shortened (the scripts extend only), so
     /// every validity once confirmed stays backed by its majority.
     pub(crate) valid_until: Instant,
+    /// The lease that set `valid_until`: a hold no longer renewed is declared lost
+    /// [`WatchdogConfig::fixed_lost_margin`](crate::WatchdogConfig::fixed_lost_margin) of it
+    /// before its validity ends.
+    pub(crate) lease: Duration,
     /// Renewed every interval (the watchdog lease) rather than left to run out (a fixed lease).
     pub(crate) renew: bool,
     /// The cap on renewal ([`WatchdogConfig::max_hold`](crate::WatchdogConfig::max_hold)).
@@ -57,6 +61,20 @@ pub(crate) enum Release {
 }
 
 impl Held {
+    /// This hold confirmed valid until `valid_until` by a grant or renewal of `lease`: the
+    /// validity end (and the lease that set it) moves only later.
+    pub(crate) fn valid_for(self, valid_until: Instant, lease: Duration) -> Self {
+        if valid_until > self.valid_until {
+            Self {
+                valid_until,
+                lease,
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+
     /// Whether a round starting at `now` renews this hold.
     pub(crate) fn renewed_at(&self, now: Instant) -> bool {
         self.renew

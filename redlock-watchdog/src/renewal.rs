@@ -9,7 +9,7 @@ use redlock_core::quorum::{lease_millis, validity};
 use redlock_core::{FanOut, LostReason, OwnerToken};
 use tokio::time::Instant;
 
-use crate::registry::{EntryState, Held, Release};
+use crate::registry::{EntryState, Release};
 use crate::renew_script::{RenewReply, Renewed};
 use crate::shared::Shared;
 use crate::RenewScript;
@@ -179,10 +179,9 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
                     // Every node that confirmed holds the lease at least this long (a renewal
                     // never shortens one), so the validity only moves later.
                     shared.update_state(hold.id, |state| match state {
-                        EntryState::Held(held) => EntryState::Held(Held {
-                            valid_until: held.valid_until.max(valid_until),
-                            ..held
-                        }),
+                        EntryState::Held(held) => {
+                            EntryState::Held(held.valid_for(valid_until, lease))
+                        }
                         pending => pending,
                     });
                 }
@@ -226,14 +225,16 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_task_declares_a_fixed_hold_lost_when_its_lease_ends() {
+    async fn the_task_declares_a_fixed_hold_lost_a_tenth_of_its_lease_before_it_ends() {
         let watchdog = watchdog_without_nodes();
         let registration = watchdog.register(RenewScript::plain(), "redlock:k", OwnerToken::new());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        registration.activate_fixed(deadline.into_std());
+        let lease = Duration::from_secs(5);
+        let valid_until = Instant::now() + lease;
+        registration.activate_fixed(valid_until.into_std(), lease);
+        let deadline = valid_until - lease / 10;
         let token = registration.lost_signal().token();
         tokio::time::sleep_until(deadline - Duration::from_millis(1)).await;
-        assert!(!token.is_cancelled(), "not before its lease ends");
+        assert!(!token.is_cancelled(), "not before its margin begins");
         token.cancelled().await;
         let late = Instant::now() - deadline;
         assert!(late < Duration::from_millis(10), "fired {late:?} late");

@@ -10,6 +10,7 @@ use redlock_core::LostReason;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::config::fixed_lost_margin;
 use crate::registry::EntryState;
 use crate::WatchdogConfig;
 
@@ -58,6 +59,11 @@ impl Scheduler {
         }
     }
 
+    /// The lease each renewal sets.
+    pub(crate) fn lease(&self) -> Duration {
+        self.timeout
+    }
+
     /// When a hold activated at `now` stops being renewed, if renewal is capped. A cap too far
     /// away to represent is no cap.
     pub(crate) fn renew_cap(&self, now: Instant) -> Option<std::time::Instant> {
@@ -65,9 +71,10 @@ impl Scheduler {
             .and_then(|cap| now.into_std().checked_add(cap))
     }
 
-    /// When a hold in this state is lost if nothing confirms it first, and why. A renewed hold
-    /// is declared lost a margin before its validity ends, so its holder hears of it while the
-    /// lock is still its own; a fixed one when its validity ends.
+    /// When a hold in this state is lost if nothing confirms it first, and why: a margin
+    /// before its validity ends, so its holder hears of it while the lock is still its own. A
+    /// renewed hold's margin leaves room for the renewals that could still confirm it; a fixed
+    /// one's is a tenth of its lease, at most that (see [`WatchdogConfig::fixed_lost_margin`]).
     pub(crate) fn lost_deadline(
         &self,
         state: EntryState,
@@ -76,7 +83,13 @@ impl Scheduler {
             return None;
         };
         if !held.renew {
-            return Some((held.valid_until, LostReason::LeaseExpired));
+            let margin = fixed_lost_margin(self.lost_margin, held.lease);
+            return Some((
+                held.valid_until
+                    .checked_sub(margin)
+                    .unwrap_or(held.valid_until),
+                LostReason::LeaseExpired,
+            ));
         }
         let deadline = held
             .valid_until
@@ -275,6 +288,7 @@ mod tests {
     fn held(scheduler: &Scheduler, set_at: Instant, renew: bool) -> EntryState {
         EntryState::Held(Held {
             valid_until: (set_at + (scheduler.timeout - scheduler.drift)).into_std(),
+            lease: scheduler.timeout,
             renew,
             renew_until: None,
             release: Release::None,
@@ -311,22 +325,33 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_fixed_hold_is_lost_when_its_validity_ends_a_renewed_one_a_margin_before() {
+    async fn a_hold_is_lost_a_margin_before_its_validity_ends_a_fixed_one_a_tenth_of_its_lease() {
         let scheduler = scheduler();
         let now = Instant::now();
         let (fixed, renewed) = (held(&scheduler, now, false), held(&scheduler, now, true));
         let valid_until = now + (scheduler.timeout - scheduler.drift);
+        let config = WatchdogConfig::default();
+        let margin = config.lost_margin(Duration::from_millis(20));
+        // The 30 s lease: a tenth of it is 3 s, less than the renewed hold's 5 s margin.
+        let fixed_margin = config.fixed_lost_margin(scheduler.timeout, Duration::from_millis(20));
+        assert_eq!(fixed_margin, scheduler.timeout / 10);
+        assert!(fixed_margin < margin);
         assert_eq!(
             scheduler.lost_deadline(fixed),
-            Some((valid_until.into_std(), LostReason::LeaseExpired))
+            Some((
+                (valid_until - fixed_margin).into_std(),
+                LostReason::LeaseExpired
+            ))
         );
-        let margin = WatchdogConfig::default().lost_margin(Duration::from_millis(20));
         assert_eq!(
             scheduler.lost_deadline(renewed),
             Some(((valid_until - margin).into_std(), LostReason::QuorumLost))
         );
         // A fixed hold alone: the task wakes at its deadline, not at a round.
-        assert_eq!(scheduler.plan(|| vec![fixed], None, now), valid_until);
+        assert_eq!(
+            scheduler.plan(|| vec![fixed], None, now),
+            valid_until - fixed_margin
+        );
         let holds = || [(1, fixed, None), (2, renewed, None)].into_iter();
         assert!(scheduler.overdue(holds(), now).is_empty());
         tokio::time::advance(valid_until - margin - now).await;
@@ -334,7 +359,7 @@ mod tests {
             scheduler.overdue(holds(), Instant::now()),
             vec![(2, LostReason::QuorumLost)]
         );
-        tokio::time::advance(margin).await;
+        tokio::time::advance(margin - fixed_margin).await;
         assert_eq!(scheduler.overdue(holds(), Instant::now()).len(), 2);
         // A signal fired elsewhere is lost whatever its deadline.
         let given_up = [(3, renewed, Some(LostReason::Abandoned))].into_iter();
@@ -357,6 +382,7 @@ mod tests {
         // A short fixed lease runs out before the planned round: the task must wake for it.
         let short = EntryState::Held(Held {
             valid_until: (now + 2 * SECOND).into_std(),
+            lease: 2 * SECOND,
             renew: false,
             renew_until: None,
             release: Release::None,
@@ -381,6 +407,7 @@ mod tests {
         assert_eq!(cap, Some((now + 5 * SECOND).into_std()));
         let state = EntryState::Held(Held {
             valid_until: (now + 29 * SECOND).into_std(),
+            lease: scheduler.timeout,
             renew: true,
             renew_until: cap,
             release: Release::None,

@@ -4,20 +4,26 @@
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{Error, InvalidArgument, LockClient, LostReason};
-use redlock_testkit::RedisCluster;
+use redlock_testkit::{pttls, RedisCluster};
 use redlock_tests::{client, client_with_timeouts, released_everywhere, WATCHDOG};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_lease_expires_by_itself_and_remaining_ttl_follows_it() {
-    // A lease long enough that a busy machine's stalls are small beside it, and nodes given a
-    // tenth of it to answer (the default would be 1 %, 40 ms).
-    let lease = Duration::from_secs(4);
+    // A lease long enough that a busy machine's stalls are small beside it (and beside the
+    // tenth of it the holder is told early), and nodes given a tenth of it to answer (the
+    // default would be 1 %, 80 ms).
+    let lease = Duration::from_secs(8);
     let cluster = RedisCluster::start(5);
     let holder = client_with_timeouts(&cluster, WATCHDOG, lease / 10).await;
     let lock = holder.get_lock("fixed");
+    let margin = holder
+        .watchdog()
+        .config()
+        .fixed_lost_margin(lease, lease / 10);
+    assert_eq!(margin, lease / 10);
 
     // Taken before the request goes out: the holder's deadline is counted from a later
-    // instant, so the lease cannot seem to end before `lease - drift` from here.
+    // instant, so the lease cannot seem to end before `lease - drift - margin` from here.
     let requested = Instant::now();
     let guard = lock.acquire_with_lease(lease).await.expect("held");
     let first = lock.remaining_ttl().await.expect("ttl").expect("held");
@@ -27,17 +33,28 @@ async fn a_fixed_lease_expires_by_itself_and_remaining_ttl_follows_it() {
     );
     assert!(lock.is_locked().await.expect("is_locked"));
 
-    // Never renewed: the lease runs out, and the holder is told; not before the lease (less
-    // the drift allowance) is over, and not long after.
+    // Never renewed: the lease runs out, and the holder is told a tenth of the lease before
+    // its validity ends, so it can stop while the lock is still its own: not before that,
+    // and with most of the margin still on a majority's keys when it is told.
     let reason = tokio::time::timeout(lease * 2, guard.lost())
         .await
-        .expect("the lost signal fires when the fixed lease ends");
+        .expect("the lost signal fires before the fixed lease ends");
+    let ttls = pttls(&cluster, "redlock:fixed");
     let told = requested.elapsed();
     assert_eq!(reason, LostReason::LeaseExpired);
-    let earliest = lease - holder.redlock().config().drift_for(lease);
+    let earliest = lease - holder.redlock().config().drift_for(lease) - margin;
     assert!(
         told >= earliest,
         "told {told:?} after the request, before {earliest:?}"
+    );
+    // Told at the validity's end, the keys would have the drift allowance (82 ms) left.
+    let still_held = ttls
+        .iter()
+        .filter(|&&ttl| u128::try_from(ttl).unwrap_or(0) > (margin / 2).as_millis())
+        .count();
+    assert!(
+        still_held > cluster.len() / 2,
+        "told when a majority's keys had less than half the margin left: PTTLs {ttls:?}"
     );
     // The nodes' keys outlive the holder's deadline by at most the drift and the request's
     // time on the way: gone well within a third of the lease.

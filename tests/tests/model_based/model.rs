@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{Error, LockStatus, LostReason, LostSignal};
+use redlock_reentrant::{Error, LockStatus, LostReason, LostSignal, WatchdogConfig};
 
 use crate::ops::{Lease, ACTORS, CLIENTS, CLIENT_OF, LOCKS};
 use crate::plain::PlainLeases;
@@ -86,6 +86,9 @@ pub(crate) struct Hold {
     pending_unlock: bool,
     /// When the longest fixed lease asked for runs out, at the earliest.
     fixed_end: Option<Instant>,
+    /// The earliest the library may tell that lease lost: its end, less the tenth of it the
+    /// holder is told early by (`WatchdogConfig::fixed_lost_margin`).
+    told_from: Option<Instant>,
     pub(crate) lost: Option<LostReason>,
 }
 
@@ -138,6 +141,10 @@ pub(crate) struct Model {
     /// dropped attempt or release, a forced unlock that missed nodes).
     lingering_until: [Instant; LOCKS],
     watchdog: Duration,
+    /// Holds whose client was dropped without `shutdown()` (actor, lock, hold): nobody can
+    /// renew or release them any more, and whoever kept their signal still believes until it
+    /// fires, by the deadline the hold had.
+    abandoned: Vec<(usize, usize, Hold)>,
     pub(crate) notes: Vec<String>,
 }
 
@@ -155,6 +162,7 @@ impl Model {
             settling_until: now,
             lingering_until: [now; LOCKS],
             watchdog,
+            abandoned: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -223,8 +231,8 @@ impl Model {
                 // The library's deadline counts from when its requests left, less the drift
                 // allowance (1 % + 2 ms): up to 40 ms before the end measured here.
                 let early = hold
-                    .fixed_end
-                    .is_some_and(|end| Instant::now() + Duration::from_millis(40) < end);
+                    .told_from
+                    .is_some_and(|from| Instant::now() + Duration::from_millis(40) < from);
                 explained || (fixed_only && !early)
             }
             _ => explained,
@@ -249,7 +257,61 @@ impl Model {
                 self.observe(actor, lock)?;
             }
         }
-        Ok(())
+        self.observe_abandoned()
+    }
+
+    /// Reads the signals of the holds whose client was dropped: each fires by its deadline,
+    /// `Abandoned` (nothing renews the hold any more), or for a cause that came first.
+    fn observe_abandoned(&mut self) -> Result<(), String> {
+        let disturbed = self.disturbed();
+        let mut result = Ok(());
+        self.abandoned.retain(|(actor, lock, hold)| {
+            let Some(reason) = hold.signal.as_ref().and_then(LostSignal::reason) else {
+                return true;
+            };
+            let allowed = match reason {
+                LostReason::Abandoned | LostReason::QuorumLost | LostReason::MaxHoldReached => {
+                    true
+                }
+                _ => hold.disturbed || hold.exempt || disturbed,
+            };
+            if !allowed && result.is_ok() {
+                result = Err(format!(
+                    "a{actor} l{lock}: a hold of a dropped client lost ({reason:?}) with nothing to explain it"
+                ));
+            }
+            false
+        });
+        result
+    }
+
+    /// The client was dropped without `shutdown()`: its actors' holds are abandoned (their
+    /// signals kept), and its actors are new owners of a new client from now on.
+    pub(crate) fn client_dropped(&mut self, client: usize) {
+        for actor in (0..ACTORS).filter(|a| CLIENT_OF[*a] == client) {
+            for lock in 0..LOCKS {
+                let hold = std::mem::take(&mut self.holds[actor][lock]);
+                if hold.count == 0 {
+                    continue;
+                }
+                let lease = self.longest_lease(lock);
+                self.linger(lock, lease);
+                if hold.believes() && hold.signal.is_some() {
+                    self.notes
+                        .push(format!("a{actor} l{lock}: abandoned, {} held", hold.count));
+                    self.abandoned.push((actor, lock, hold));
+                }
+            }
+        }
+        self.new_holds[client] = 0;
+    }
+
+    /// The abandoned holds of `lock` whose holders still believe.
+    fn abandoned_believers(&self, lock: usize) -> impl Iterator<Item = (usize, &Hold)> {
+        self.abandoned
+            .iter()
+            .filter(move |(_, of, hold)| *of == lock && hold.believes())
+            .map(|(actor, _, hold)| (*actor, hold))
     }
 
     fn plan(&self, actor: usize, lock: usize) -> Plan {
@@ -265,9 +327,9 @@ impl Model {
 
     /// Another owner that still believed it held `lock` at `at`: its signal neither fired
     /// nor past its deadline then.
+    /// An abandoned hold (its client dropped) is another owner's, whoever its actor.
     fn believer_at(&self, actor: usize, lock: usize, at: Instant) -> Option<usize> {
-        (0..ACTORS).filter(|other| *other != actor).find(|other| {
-            let hold = &self.holds[*other][lock];
+        let believed_then = |hold: &Hold| {
             if !hold.believes() {
                 return false;
             }
@@ -280,13 +342,22 @@ impl Model {
             // A signal fired by the watchdog (not by its deadline) cannot be timed from here:
             // it counts as told.
             !expired_by_then && signal.reason().is_none()
-        })
+        };
+        (0..ACTORS)
+            .filter(|other| *other != actor)
+            .find(|other| believed_then(&self.holds[*other][lock]))
+            .or_else(|| {
+                self.abandoned_believers(lock)
+                    .find(|(_, hold)| believed_then(hold))
+                    .map(|(other, _)| other)
+            })
     }
 
     /// Whether `lock` may be held by something the model does not count on.
     fn may_be_held(&self, actor: usize, lock: usize) -> bool {
         self.lingering(lock)
             || self.disturbed()
+            || self.abandoned_believers(lock).next().is_some()
             || (0..ACTORS).any(|other| other != actor && self.holds[other][lock].count > 0)
     }
 
@@ -360,8 +431,13 @@ impl Model {
                 hold.count += 1;
                 hold.leases.push(lease);
                 if let Lease::Fixed(ms) = lease {
-                    let end = started + Duration::from_millis(ms);
-                    hold.fixed_end = Some(hold.fixed_end.map_or(end, |e| e.max(end)));
+                    // The validity end, and the lease that set it, move only later.
+                    let lease = Duration::from_millis(ms);
+                    let end = started + lease;
+                    if hold.fixed_end.is_none_or(|fixed_end| end > fixed_end) {
+                        hold.fixed_end = Some(end);
+                        hold.told_from = Some(end - fixed_lost_margin(self.watchdog, lease));
+                    }
                 }
                 Ok(Some(hold.generation))
             }
@@ -713,6 +789,11 @@ impl Model {
                 }
             }
         }
+        for (actor, lock, hold) in &self.abandoned {
+            if let (true, Some(signal)) = (hold.believes(), &hold.signal) {
+                believers.push((*actor, *lock, signal.clone()));
+            }
+        }
         believers
     }
 
@@ -721,6 +802,7 @@ impl Model {
         for lock in 0..LOCKS {
             let believing: Vec<usize> = (0..ACTORS)
                 .filter(|actor| self.holds[*actor][lock].believes())
+                .chain(self.abandoned_believers(lock).map(|(actor, _)| actor))
                 .collect();
             if believing.len() > 1 {
                 return Err(format!(
@@ -744,4 +826,14 @@ impl Model {
         }
         counts
     }
+}
+
+/// How long before its end a fixed lease of `lease` is told lost, as the system's clients are
+/// configured (a `watchdog` lease, the system's per-node timeout).
+fn fixed_lost_margin(watchdog: Duration, lease: Duration) -> Duration {
+    WatchdogConfig {
+        timeout: watchdog,
+        ..WatchdogConfig::default()
+    }
+    .fixed_lost_margin(lease, crate::system::NODE_TIMEOUT)
 }

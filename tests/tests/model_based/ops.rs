@@ -122,6 +122,11 @@ pub(crate) enum Step {
     Shutdown {
         client: usize,
     },
+    /// Drops `client` without `shutdown()`, its guards and plain lease first (each sends its
+    /// release), keeping the signals of the holds its tasks still held; a new client replaces it.
+    DropClient {
+        client: usize,
+    },
     /// `Watchdog::acquire` of the plain lock by `client`'s watchdog (kept as a `RenewedLease`).
     PlainAcquire {
         client: usize,
@@ -295,6 +300,12 @@ impl ReferenceStateMachine for Sequences {
                 1,
                 (0..2usize)
                     .prop_map(|client| Step::Shutdown { client })
+                    .boxed(),
+            ),
+            (
+                1,
+                (0..2usize)
+                    .prop_map(|client| Step::DropClient { client })
                     .boxed(),
             ),
         ];

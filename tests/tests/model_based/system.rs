@@ -338,6 +338,7 @@ impl System {
             }
             Step::RestartEmpty { node } => self.restart_empty(node),
             Step::Shutdown { client } => self.shutdown(client),
+            Step::DropClient { client } => self.drop_client(client),
             Step::PlainAcquire { client } => self.plain_acquire(client),
             Step::PlainRelease { client } => self.plain_release(client),
         }
@@ -682,6 +683,43 @@ impl System {
         Ok("shut down, replaced".into())
     }
 
+    /// Drops `client` without `shutdown()`. Its guards and plain lease go first (dropping each
+    /// sends its release); the holds its actors' tasks took with `lock()` stay, renewed by
+    /// nobody from now on, and the model keeps their signals: each must fire by its deadline
+    /// (`Abandoned`), and no one else may get in before.
+    fn drop_client(&mut self, client: usize) -> Result<String, String> {
+        let mut said = Vec::new();
+        if self.plain[client].is_some() {
+            said.push(format!("plain: {}", self.plain_release(client)?));
+        }
+        let picks: Vec<(usize, usize)> = self
+            .guards
+            .iter()
+            .filter(|kept| CLIENT_OF[kept.actor] == client)
+            .map(|kept| (kept.actor, 0))
+            .collect();
+        for (actor, pick) in picks {
+            said.push(self.guard_drop(actor, pick, false)?);
+        }
+        self.model.observe_all()?;
+        self.model.client_dropped(client);
+        let fresh = self.runtime().block_on(new_client(&self.members));
+        let _ = self.runtime().block_on(fresh.readiness());
+        for actor in (0..ACTORS).filter(|a| CLIENT_OF[*a] == client) {
+            if self.actors[actor].owner.is_some() {
+                self.actors[actor].owner = Some(fresh.new_owner());
+            }
+        }
+        {
+            // Whatever of the old client is still running (the releases just sent) finishes on
+            // the runtime, and the client with it.
+            let _entered = self.runtime().enter();
+            drop(std::mem::replace(&mut self.clients[client], fresh));
+        }
+        said.push("dropped, replaced".into());
+        Ok(said.join("; "))
+    }
+
     /// The checks after every step: never two owners believing at once; every belief backed
     /// by a majority's TTL; the watchdog renewing exactly the live holds.
     pub(crate) fn check(&mut self) -> Result<(), String> {
@@ -741,7 +779,12 @@ impl System {
             .map(|(client, signal)| (format!("c{client} plain"), self.key_of(PLAIN), signal));
         for (who, key, signal) in reentrant.chain(plain).collect::<Vec<_>>() {
             let Some((deadline, _)) = signal.deadline() else {
-                continue;
+                // A belief nothing will end: whatever happens to the keys, the holder is
+                // never told.
+                if signal.is_lost() {
+                    continue;
+                }
+                return Err(format!("{who}: believes, and its signal has no deadline"));
             };
             if signal.is_lost() || deadline <= Instant::now() {
                 continue;
