@@ -1,7 +1,9 @@
 //! The model-based test: random sequences of operations by several owners in two clients
 //! (lock, lock_with_lease, try_lock with waits and leases, nested acquisitions, guards
 //! unlocked or dropped, on a runtime or off one, unlock, force_unlock, shutdown, futures
-//! dropped at random points, and the watchdog-renewed plain lock beside them), interleaved with faults (a master paused, two paused one after
+//! dropped at random points, clients dropped without shutdown, the watchdog-renewed plain lock
+//! and the core lock's acquire, extend (dropped at random points too) and release beside
+//! them), interleaved with faults (a master paused, two paused one after
 //! the other or at once, one restarted empty after a delay, every pub/sub connection killed),
 //! run against the real library on three real masters and checked after every step against a
 //! model of the documented semantics (`model_based/model.rs`):
@@ -22,6 +24,7 @@
 //! long run:
 //! `MODEL_CASES=2000 cargo test -p redlock-tests --test model_based -- --nocapture`.
 
+mod core_lease;
 mod model;
 mod ops;
 mod plain;

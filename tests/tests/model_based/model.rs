@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use redlock_reentrant::{Error, LockStatus, LostReason, LostSignal, WatchdogConfig};
 
+use crate::core_lease::CoreLeases;
 use crate::ops::{Lease, ACTORS, CLIENTS, CLIENT_OF, LOCKS};
 use crate::plain::PlainLeases;
 
@@ -126,6 +127,8 @@ pub(crate) struct Model {
     pub(crate) holds: [[Hold; LOCKS]; ACTORS],
     /// The plain renewed lock, beside the reentrant ones.
     pub(crate) plain: PlainLeases,
+    /// The core lock (`Redlock` leases, extended), beside them.
+    pub(crate) core: CoreLeases,
     last_token: [u64; LOCKS],
     /// Whether the nodes keep one fencing counter for every lock (standalone masters) or one
     /// per lock (with Redis Cluster members).
@@ -154,6 +157,7 @@ impl Model {
         Self {
             holds: Default::default(),
             plain: PlainLeases::default(),
+            core: CoreLeases::default(),
             last_token: [0; LOCKS],
             shared_counter,
             new_holds: [0; CLIENTS],
@@ -676,8 +680,12 @@ impl Model {
 
     /// The lock was force-unlocked (`deleted`: the call says it deleted it on a majority).
     pub(crate) fn forced(&mut self, lock: usize) {
-        for actor in 0..ACTORS {
-            let hold = &mut self.holds[actor][lock];
+        let abandoned = self
+            .abandoned
+            .iter_mut()
+            .filter(|(_, of, _)| *of == lock)
+            .map(|(_, _, hold)| hold);
+        for hold in self.holds.iter_mut().map(|holds| &mut holds[lock]).chain(abandoned) {
             if hold.count > 0 {
                 hold.exempt = true;
                 hold.disturbed = true;

@@ -135,6 +135,22 @@ pub(crate) enum Step {
     PlainRelease {
         client: usize,
     },
+    /// `Redlock::acquire` of the core lock by `client`'s quorum, for `lease_ms`.
+    CoreAcquire {
+        client: usize,
+        lease_ms: u64,
+    },
+    /// `Redlock::extend` of the core lease `client` keeps to `lease_ms` (often shorter than
+    /// what it has left), dropped after `after_us` if that is given and it has not answered.
+    CoreExtend {
+        client: usize,
+        lease_ms: u64,
+        after_us: Option<u64>,
+    },
+    /// `Redlock::release` of the core lease `client` keeps, if any.
+    CoreRelease {
+        client: usize,
+    },
 }
 
 /// What generation needs to know: which nodes are paused, and the hold the last steps were
@@ -294,6 +310,38 @@ impl ReferenceStateMachine for Sequences {
                 2,
                 (0..2usize)
                     .prop_map(|client| Step::PlainRelease { client })
+                    .boxed(),
+            ),
+            (
+                2,
+                (0..2usize, 1_000u64..3_000)
+                    .prop_map(|(client, lease_ms)| Step::CoreAcquire { client, lease_ms })
+                    .boxed(),
+            ),
+            (
+                3,
+                (
+                    0..2usize,
+                    SHORTEST_FIXED_LEASE_MS..3_000,
+                    // Dropped right after its requests went out, or while a paused node
+                    // holds it up, or never.
+                    prop_oneof![
+                        Just(None),
+                        (0u64..400).prop_map(Some),
+                        (0u64..120_000).prop_map(Some)
+                    ],
+                )
+                    .prop_map(|(client, lease_ms, after_us)| Step::CoreExtend {
+                        client,
+                        lease_ms,
+                        after_us,
+                    })
+                    .boxed(),
+            ),
+            (
+                1,
+                (0..2usize)
+                    .prop_map(|client| Step::CoreRelease { client })
                     .boxed(),
             ),
             (

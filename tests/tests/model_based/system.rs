@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{
-    is_cluster_url, LockClient, LockGuard, LockOwner, RLock, RenewedLease, RetryPolicy,
+    is_cluster_url, Lease as CoreLease, LockClient, LockGuard, LockOwner, RLock, RenewedLease,
+    RetryPolicy,
 };
 use redlock_testkit::{
     client_connections, cluster_ok, eventually, kill_pubsub_clients, pubsub_clients,
@@ -17,6 +18,7 @@ use redlock_testkit::{
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::core_lease::CORE;
 use crate::model::{Model, Released, Took};
 use crate::ops::{Api, Lease, Step, ACTORS, CLIENTS, CLIENT_OF, LOCKS, NODES};
 use crate::plain::PLAIN;
@@ -78,6 +80,8 @@ pub(crate) struct System {
     guards: Vec<Kept>,
     /// The plain lease each client's watchdog keeps, if any.
     plain: [Option<RenewedLease>; 2],
+    /// The core lease each client keeps, if any.
+    core: [Option<CoreLease>; 2],
     pub(crate) model: Model,
     paused: [bool; NODES],
     /// One connection per master for the TTL check, opened once and kept (a connection made
@@ -142,6 +146,7 @@ impl System {
             actors,
             guards: Vec::new(),
             plain: [None, None],
+            core: [None, None],
             model: Model::new(WATCHDOG, shared_counter),
             paused: [false; NODES],
             probes: (0..NODES).map(|_| None).collect(),
@@ -341,6 +346,19 @@ impl System {
             Step::DropClient { client } => self.drop_client(client),
             Step::PlainAcquire { client } => self.plain_acquire(client),
             Step::PlainRelease { client } => self.plain_release(client),
+            Step::CoreAcquire { client, lease_ms } => {
+                self.core_acquire(client, Duration::from_millis(lease_ms))
+            }
+            Step::CoreExtend {
+                client,
+                lease_ms,
+                after_us,
+            } => self.core_extend(
+                client,
+                Duration::from_millis(lease_ms),
+                after_us.map(Duration::from_micros),
+            ),
+            Step::CoreRelease { client } => self.core_release(client),
         }
     }
 
@@ -595,6 +613,93 @@ impl System {
         Ok(said)
     }
 
+    /// `Redlock::acquire` of the core lock through `client`'s quorum.
+    fn core_acquire(&mut self, client: usize, lease: Duration) -> Result<String, String> {
+        if self.core[client].is_some() {
+            return Ok("a core lease kept already".into());
+        }
+        let redlock = self.clients[client].redlock().clone();
+        let outcome = self.runtime().block_on(async {
+            tokio::time::timeout(STEP_LIMIT, redlock.acquire(CORE, lease)).await
+        });
+        let outcome = outcome.map_err(|_| format!("c{client}: core acquire hung"))?;
+        let disturbed = self.model.disturbed();
+        self.model.core.acquired(
+            client,
+            outcome.as_ref().map(CoreLease::valid_until),
+            disturbed,
+        )?;
+        Ok(match outcome {
+            Ok(lease) => {
+                let said = format!("acquired, valid {:?}", lease.remaining_validity());
+                self.core[client] = Some(lease);
+                said
+            }
+            Err(err) => format!("refused: {err}"),
+        })
+    }
+
+    /// `Redlock::extend` of the core lease `client` keeps, dropped after `cancel_after` if it
+    /// has not answered by then.
+    fn core_extend(
+        &mut self,
+        client: usize,
+        lease: Duration,
+        cancel_after: Option<Duration>,
+    ) -> Result<String, String> {
+        let Some(kept) = self.core[client].clone() else {
+            return Ok("no core lease kept".into());
+        };
+        let redlock = self.clients[client].redlock().clone();
+        let outcome = self.runtime().block_on(async {
+            let extend = redlock.extend(&kept, lease);
+            match cancel_after {
+                Some(after) => tokio::time::timeout(after, extend).await.ok(),
+                None => tokio::time::timeout(STEP_LIMIT, extend).await.ok(),
+            }
+        });
+        if outcome.is_none() && cancel_after.is_none() {
+            return Err(format!("c{client}: core extend hung"));
+        }
+        let disturbed = self.model.disturbed();
+        self.model.core.extended(
+            client,
+            outcome
+                .as_ref()
+                .map(|outcome| outcome.as_ref().map(CoreLease::valid_until)),
+            disturbed,
+        )?;
+        Ok(match outcome {
+            None => "dropped".into(),
+            Some(Ok(extended)) => {
+                let said = format!("extended, valid {:?}", extended.remaining_validity());
+                self.core[client] = Some(extended);
+                said
+            }
+            Some(Err(err)) => format!("extend failed: {err}"),
+        })
+    }
+
+    /// `Redlock::release` of the core lease `client` keeps.
+    fn core_release(&mut self, client: usize) -> Result<String, String> {
+        let Some(lease) = self.core[client].take() else {
+            return Ok("no core lease kept".into());
+        };
+        let redlock = self.clients[client].redlock().clone();
+        let outcome = self
+            .runtime()
+            .block_on(async { tokio::time::timeout(STEP_LIMIT, redlock.release(&lease)).await });
+        let outcome = outcome.map_err(|_| format!("c{client}: core release hung"))?;
+        let disturbed = self.model.disturbed();
+        self.model
+            .core
+            .released(client, outcome.as_ref().map(|_| ()), disturbed)?;
+        Ok(match outcome {
+            Ok(()) => "released".into(),
+            Err(err) => format!("release failed: {err}"),
+        })
+    }
+
     /// Kills a node and restarts it empty once every validity a holder could still prove has
     /// run out: the delayed restart the safety argument asks for.
     fn restart_empty(&mut self, node: usize) -> Result<String, String> {
@@ -612,8 +717,15 @@ impl System {
             .believed()
             .into_iter()
             .map(|(_, signal)| signal);
+        let core = self
+            .model
+            .core
+            .believed()
+            .into_iter()
+            .map(|(_, signal)| signal);
         let wait = reentrant
             .chain(plain)
+            .chain(core)
             .filter_map(|signal| signal.deadline())
             .map(|(deadline, _)| deadline.saturating_duration_since(now))
             .max()
@@ -728,6 +840,7 @@ impl System {
         self.model.plain.observe(disturbed, WATCHDOG)?;
         self.model.check_exclusion()?;
         self.model.plain.check_exclusion()?;
+        self.model.core.check_exclusion()?;
         self.check_ttls()?;
         self.check_registrations()?;
         self.check_fencing_stats()
@@ -777,7 +890,13 @@ impl System {
             .believed()
             .into_iter()
             .map(|(client, signal)| (format!("c{client} plain"), self.key_of(PLAIN), signal));
-        for (who, key, signal) in reentrant.chain(plain).collect::<Vec<_>>() {
+        let core = self
+            .model
+            .core
+            .believed()
+            .into_iter()
+            .map(|(client, signal)| (format!("c{client} core"), self.key_of(CORE), signal));
+        for (who, key, signal) in reentrant.chain(plain).chain(core).collect::<Vec<_>>() {
             let Some((deadline, _)) = signal.deadline() else {
                 // A belief nothing will end: whatever happens to the keys, the holder is
                 // never told.
@@ -880,6 +999,10 @@ impl System {
         for lease in std::mem::take(&mut self.plain).into_iter().flatten() {
             let _ = self.runtime().block_on(lease.release());
         }
+        for lease in std::mem::take(&mut self.core).into_iter().flatten() {
+            let redlock = self.clients[0].redlock().clone();
+            let _ = self.runtime().block_on(redlock.release(&lease));
+        }
         for (actor, lock, count) in self.model.counts() {
             for _ in 0..count {
                 let _ = self.as_actor(actor, lock, |rlock| async move { rlock.unlock().await })?;
@@ -914,12 +1037,17 @@ impl System {
         };
         let plain_key = self.key_of(PLAIN);
         let plain_left = || cluster.count_keys(&plain_key);
+        let core_key = self.key_of(CORE);
+        let core_left = || cluster.count_keys(&core_key);
         // A lost hold's key lasts until its lease runs out (3 s at most here).
-        if !eventually(Duration::from_secs(5), || locks_left() + plain_left() == 0) {
+        if !eventually(Duration::from_secs(5), || {
+            locks_left() + plain_left() + core_left() == 0
+        }) {
             return Err(format!(
-                "{} lock keys and {} plain keys left",
+                "{} lock keys, {} plain keys and {} core keys left",
                 locks_left(),
-                plain_left()
+                plain_left(),
+                core_left()
             ));
         }
         let subscribed = |channel: &str| -> i64 {
