@@ -91,7 +91,8 @@ pub(crate) struct RunArgs {
     #[arg(short, long)]
     pub(crate) no_wait: bool,
     /// A fixed lease instead of renewal: the lock frees this long after it was taken, and the
-    /// job is treated as having lost it if it runs longer.
+    /// job is treated as having lost it if it runs past nine tenths of it (the time left is
+    /// for stopping it while the lock is still its own).
     #[arg(long, value_parser = positive_duration)]
     pub(crate) lease: Option<Duration>,
     /// Without --lease, the lease the watchdog keeps renewing (every third of it) while

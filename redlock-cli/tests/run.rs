@@ -218,7 +218,7 @@ fn a_job_that_outlives_its_fixed_lease_is_stopped_as_lost() {
     let done =
         finish(redlock(&nodes).args(["run", "short", "--lease", "1s", "--", "sleep", "600"]));
     done.assert_code(LOST);
-    assert!(done.stderr.contains("lease ran out"), "{done:#?}");
+    assert!(done.stderr.contains("lease is running out"), "{done:#?}");
     assert!(!locked(&nodes, "short"));
 }
 

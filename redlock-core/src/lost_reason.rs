@@ -15,8 +15,9 @@ pub enum LostReason {
     /// The configured maximum hold time was reached; renewal stopped and the lease ran out.
     #[error("the maximum hold time was reached and the lease ran out")]
     MaxHoldReached,
-    /// The lock's fixed lease (not renewed) ran out.
-    #[error("the lock's lease ran out")]
+    /// The lock's fixed lease (not renewed) is running out: told a margin before its
+    /// validity ends, so the holder can stop while the lock is still its own.
+    #[error("the lock's lease is running out")]
     LeaseExpired,
     /// The watchdog was shut down while the lock was held.
     #[error("the watchdog was shut down")]

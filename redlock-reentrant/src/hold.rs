@@ -17,7 +17,8 @@
 //! The rules it keeps:
 //! - a hold is `Held` with a live watchdog registration (renewed, or watched until its fixed
 //!   lease ends), or `Lost` with its signal fired and no registration, or `Free`; never counted
-//!   and unwatched;
+//!   and unwatched (a fixed lease is told lost a margin before it ends, see
+//!   `WatchdogConfig::fixed_lost_margin`);
 //! - its lease is the longest any live acquisition asked for: a nested acquisition never
 //!   shortens it, and renewal runs while some live acquisition asked for the watchdog;
 //! - every acquisition has a generation, so a guard of an earlier hold never releases a later

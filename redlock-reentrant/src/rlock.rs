@@ -48,10 +48,12 @@ use crate::{Error, LockClient, LockGuard, LockOwner};
 /// - **Released**: its last `unlock` reached a majority.
 /// - **A fixed lease ran out** ([`LostReason::LeaseExpired`](crate::LostReason::LeaseExpired)):
 ///   letting a lease expire is a way to release (Redisson's "lock with a lease and let it
-///   expire"). The lost signal fires a tenth of the lease before the validity ends (at most
-///   [`WatchdogConfig::fixed_lost_margin`](crate::WatchdogConfig::fixed_lost_margin)), so the
-///   holder can stop while the lock is still its own; an `unlock` of it answers [`Error::LockLost`]; the
-///   owner's next acquisition starts a new hold (count 1, a new fencing token).
+///   expire"). The lost signal fires a tenth of the lease before the validity ends, at most
+///   the watchdog's lost margin
+///   ([`WatchdogConfig::fixed_lost_margin`](crate::WatchdogConfig::fixed_lost_margin)), so the
+///   holder can stop while the lock is still its own; from then on an `unlock` of it answers
+///   [`Error::LockLost`] (and deletes what is left of it), and the owner's next acquisition
+///   starts a new hold (count 1, a new fencing token).
 /// - **Taken away** (force-unlocked, renewal refused or unconfirmed, a release given up): the
 ///   lost signal fires and every operation on the hold answers [`Error::LockLost`] until its
 ///   acquisitions are unwound, one `unlock` each. Then the owner can lock afresh.
@@ -182,7 +184,8 @@ impl RLock {
 
     /// Takes the lock with a fixed lease, waiting as long as it takes. The lease is never
     /// renewed: the lock frees when it runs out, unlocked or not, and the holder's lost signal
-    /// fires ([`LostReason::LeaseExpired`](crate::LostReason::LeaseExpired)); the owner's next
+    /// fires a tenth of the lease before that, at most the watchdog's lost margin
+    /// ([`LostReason::LeaseExpired`](crate::LostReason::LeaseExpired)); the owner's next
     /// acquisition is then a new hold. Nested in a hold of this owner, it never shortens that
     /// hold's lease (see [the lease of a nested hold](RLock#the-lease-of-a-nested-hold)).
     ///
@@ -361,7 +364,9 @@ impl RLock {
     ///
     /// - [`Error::NotOwner`]: this owner holds no hold of this lock (nothing is changed).
     /// - [`Error::LockLost`]: this owner held it, but the hold was lost meanwhile (one
-    ///   acquisition of it is unwound). A final unlock is done once every reply is in or timed
+    ///   acquisition of it is unwound; once the last is, what is left of the hold on the nodes,
+    ///   where this owner still holds the lock, is deleted at once rather than left to its
+    ///   lease). A final unlock is done once every reply is in or timed
     ///   out and the answers prove that no majority can still hold the lock for this owner,
     ///   also when a master that held it does not answer: it returns `Ok` when the masters that
     ///   released it, with those that did not answer, could have made the hold a majority, and

@@ -7,7 +7,9 @@
 //! future is dropped is completed in a spawned task; where no runtime is left, the hold is given
 //! up at once.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 
 use futures_util::future::join_all;
 use redlock_core::quorum::lease_millis;
@@ -185,7 +187,47 @@ fn plan(
         Err(Refusal::NotOwner) => Err(Error::NotOwner {
             name: target.name.to_string(),
         }),
-        Err(Refusal::Lost(reason)) => Err(Error::lock_lost(&target.name, reason)),
+        Err(Refusal::Lost(reason)) => {
+            if matches!(*hold, Hold::Free) {
+                // The lost hold's last acquisition is unwound: what is left of it on the nodes
+                // (a fixed lease told early, renewals that reached a minority) goes now, not
+                // when its lease ends. Sent while the hold is still locked.
+                clear_leftovers(inner, target);
+            }
+            Err(Error::lock_lost(&target.name, reason))
+        }
+    }
+}
+
+/// Deletes the lock on every node where this owner still holds it (`ABANDON`), once: the
+/// leftovers of a hold that was lost and is now unwound. Placed on every node's connection
+/// before this returns, and called with the hold locked, so a later acquisition by the same
+/// owner reaches each node after it; the replies are left to a spawned task. Never retried:
+/// a retry would be sent after that acquisition. Where nothing answers, the keys expire with
+/// their lease, as they would have.
+fn clear_leftovers(inner: &Inner, target: &Target) {
+    let call = ABANDON
+        .call()
+        .arg(inner.request_id())
+        .key(target.key())
+        .arg(target.owner())
+        .arg(target.channel())
+        .by_source()
+        .releasing();
+    let redlock = inner.redlock.clone();
+    let timeout = inner.node_timeout();
+    let mut sending = Box::pin(async move {
+        let _: FanOut<u64> = redlock
+            .nodes()
+            .run_script_until(&call, timeout, |fan| fan.answered() >= fan.quorum())
+            .await;
+    });
+    // The first poll places the request on every node; the rest is only its replies.
+    let placed = sending
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()));
+    if placed.is_pending() {
+        redlock_core::spawn_cleanup(sending);
     }
 }
 

@@ -11,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 /// Cheap to clone; every clone sees the same event. [`LostSignal::token`] gives a tokio-util
 /// [`CancellationToken`] to hand to work that must stop when the lock goes.
 ///
-/// A signal can carry a deadline: the end of the validity the holder can prove. Once it has
+/// A signal can carry a deadline: a margin before the end of the validity the holder can prove
+/// (see [`WatchdogConfig::lost_margin`](crate::WatchdogConfig::lost_margin) and
+/// [`WatchdogConfig::fixed_lost_margin`](crate::WatchdogConfig::fixed_lost_margin)). Once it has
 /// passed, [`LostSignal::is_lost`], [`LostSignal::reason`] and [`LostSignal::lost`] report the
 /// hold lost by themselves, without waiting for the watchdog's task to get there: a holder that
 /// checks before touching the resource is told on time even on a machine too busy to run that

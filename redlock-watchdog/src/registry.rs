@@ -34,7 +34,7 @@ pub(crate) struct Held {
     /// Only ever moves later: no node's TTL is ever shortened (the scripts extend only), so
     /// every validity once confirmed stays backed by its majority.
     pub(crate) valid_until: Instant,
-    /// The lease that set `valid_until`: a hold no longer renewed is declared lost
+    /// The longest lease that moved `valid_until`: a hold no longer renewed is declared lost
     /// [`WatchdogConfig::fixed_lost_margin`](crate::WatchdogConfig::fixed_lost_margin) of it
     /// before its validity ends.
     pub(crate) lease: Duration,
@@ -62,12 +62,13 @@ pub(crate) enum Release {
 
 impl Held {
     /// This hold confirmed valid until `valid_until` by a grant or renewal of `lease`: the
-    /// validity end (and the lease that set it) moves only later.
+    /// validity end moves only later, and so does the margin it is told lost by (the longest
+    /// lease that moved it), so a short nested lease never shrinks the warning.
     pub(crate) fn valid_for(self, valid_until: Instant, lease: Duration) -> Self {
         if valid_until > self.valid_until {
             Self {
                 valid_until,
-                lease,
+                lease: self.lease.max(lease),
                 ..self
             }
         } else {

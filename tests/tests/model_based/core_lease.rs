@@ -58,8 +58,19 @@ impl CoreLeases {
     }
 
     fn linger(&mut self) {
-        let until = Instant::now() + LONGEST_CORE_LEASE + Duration::from_millis(100);
+        self.linger_until(Instant::now() + LONGEST_CORE_LEASE);
+    }
+
+    /// The keys may stay until `end`, with room for the drift allowance and a retry.
+    fn linger_until(&mut self, end: Instant) {
+        let until = end + Duration::from_millis(100);
         self.lingering_until = self.lingering_until.max(until);
+    }
+
+    /// A belief from now on, until `valid_until`; the keys behind it outlive it by the drift.
+    fn believe(&mut self, client: usize, valid_until: Instant) {
+        self.held[client] = Some(belief(valid_until));
+        self.linger_until(valid_until);
     }
 
     /// Client `client` asked for the lock and got `outcome` (the lease's validity end).
@@ -77,12 +88,17 @@ impl CoreLeases {
                         "c{client} took the core lock while c{believers:?} believed they hold it"
                     ));
                 }
-                self.held[client] = Some(belief(valid_until));
+                self.believe(client, valid_until);
                 Ok(())
             }
-            Err(
-                Error::Contended { .. } | Error::NoQuorum { .. } | Error::ValidityExhausted { .. },
-            ) if !believers.is_empty() || disturbed || Instant::now() < self.lingering_until => {
+            // Granted too slowly to be of use (a busy machine): undone, but it may linger.
+            Err(Error::ValidityExhausted { .. }) => {
+                self.linger();
+                Ok(())
+            }
+            Err(Error::Contended { .. } | Error::NoQuorum { .. })
+                if !believers.is_empty() || disturbed || Instant::now() < self.lingering_until =>
+            {
                 Ok(())
             }
             Err(err) => Err(format!(
@@ -103,8 +119,12 @@ impl CoreLeases {
             return Err(format!("c{client}: extended a core lease it does not keep"));
         };
         let old_end = kept.deadline().map(|(end, _)| end);
+        if !matches!(outcome, Some(Ok(_))) {
+            // Dropped or failed: the holder keeps relying on the lease it had, and the requests
+            // that went out may have lengthened the keys on any node.
+            self.linger();
+        }
         match outcome {
-            // Dropped: the holder keeps relying on the lease it had.
             None => Ok(()),
             Some(Ok(valid_until)) => {
                 if old_end.is_some_and(|old| valid_until < old) {
@@ -113,13 +133,13 @@ impl CoreLeases {
                         old_end.map(|old| old.saturating_duration_since(valid_until))
                     ));
                 }
-                self.held[client] = Some(belief(valid_until));
+                self.believe(client, valid_until);
                 Ok(())
             }
+            // Extended too slowly to be of use (a busy machine): documented.
+            Some(Err(Error::ValidityExhausted { .. })) => Ok(()),
             Some(Err(Error::NotOwner { .. })) if kept.is_lost() || disturbed => Ok(()),
-            Some(Err(
-                Error::NoQuorum { .. } | Error::ValidityExhausted { .. } | Error::NotOwner { .. },
-            )) if disturbed => Ok(()),
+            Some(Err(Error::NoQuorum { .. })) if disturbed => Ok(()),
             Some(Err(err)) => Err(format!(
                 "c{client}: core extend answered `{err}`; valid: {}",
                 !kept.is_lost()

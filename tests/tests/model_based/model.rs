@@ -87,9 +87,13 @@ pub(crate) struct Hold {
     pending_unlock: bool,
     /// When the longest fixed lease asked for runs out, at the earliest.
     fixed_end: Option<Instant>,
-    /// The earliest the library may tell that lease lost: its end, less the tenth of it the
-    /// holder is told early by (`WatchdogConfig::fixed_lost_margin`).
+    /// The earliest the library may tell that lease lost: its end, less the margin a hold
+    /// that is not renewed is told early by (`WatchdogConfig::fixed_lost_margin`), taken for
+    /// the longest lease any of the hold's acquisitions asked for (the library's is never
+    /// more: it takes the longest lease that moved the validity end).
     told_from: Option<Instant>,
+    /// The longest lease any acquisition of the hold asked for.
+    longest_lease: Duration,
     pub(crate) lost: Option<LostReason>,
 }
 
@@ -270,13 +274,33 @@ impl Model {
         let disturbed = self.disturbed();
         let mut result = Ok(());
         self.abandoned.retain(|(actor, lock, hold)| {
-            let Some(reason) = hold.signal.as_ref().and_then(LostSignal::reason) else {
+            let Some(signal) = hold.signal.as_ref() else {
+                return false;
+            };
+            // Read before anything that could fire it: a read past the deadline fires the
+            // signal itself, the token must have been cancelled by the timer thread already
+            // (a second is room for a busy machine).
+            if let Some((deadline, _)) = signal.deadline() {
+                if Instant::now() > deadline + Duration::from_secs(1)
+                    && !signal.token().is_cancelled()
+                    && result.is_ok()
+                {
+                    result = Err(format!(
+                        "a{actor} l{lock}: a hold of a dropped client: its token not cancelled a second after its deadline"
+                    ));
+                }
+            }
+            let Some(reason) = signal.reason() else {
                 return true;
             };
             let allowed = match reason {
                 LostReason::Abandoned | LostReason::QuorumLost | LostReason::MaxHoldReached => {
                     true
                 }
+                // Told while the client was being dropped: as for any fixed lease.
+                LostReason::LeaseExpired => hold
+                    .told_from
+                    .is_none_or(|from| Instant::now() + Duration::from_millis(40) >= from),
                 _ => hold.disturbed || hold.exempt || disturbed,
             };
             if !allowed && result.is_ok() {
@@ -434,15 +458,19 @@ impl Model {
                 }
                 hold.count += 1;
                 hold.leases.push(lease);
+                hold.longest_lease = hold.longest_lease.max(match lease {
+                    Lease::Watchdog => self.watchdog,
+                    Lease::Fixed(ms) => Duration::from_millis(ms),
+                });
                 if let Lease::Fixed(ms) = lease {
-                    // The validity end, and the lease that set it, move only later.
-                    let lease = Duration::from_millis(ms);
-                    let end = started + lease;
-                    if hold.fixed_end.is_none_or(|fixed_end| end > fixed_end) {
-                        hold.fixed_end = Some(end);
-                        hold.told_from = Some(end - fixed_lost_margin(self.watchdog, lease));
-                    }
+                    let end = started + Duration::from_millis(ms);
+                    hold.fixed_end = Some(hold.fixed_end.map_or(end, |e| e.max(end)));
                 }
+                // `started` was taken before any wait: the end counted from it is early, which
+                // only makes this earlier, never later than the library's deadline.
+                hold.told_from = hold
+                    .fixed_end
+                    .map(|end| end - fixed_lost_margin(self.watchdog, hold.longest_lease));
                 Ok(Some(hold.generation))
             }
             Took::Refused => {
@@ -685,7 +713,12 @@ impl Model {
             .iter_mut()
             .filter(|(_, of, _)| *of == lock)
             .map(|(_, _, hold)| hold);
-        for hold in self.holds.iter_mut().map(|holds| &mut holds[lock]).chain(abandoned) {
+        for hold in self
+            .holds
+            .iter_mut()
+            .map(|holds| &mut holds[lock])
+            .chain(abandoned)
+        {
             if hold.count > 0 {
                 hold.exempt = true;
                 hold.disturbed = true;

@@ -795,10 +795,10 @@ impl System {
         Ok("shut down, replaced".into())
     }
 
-    /// Drops `client` without `shutdown()`. Its guards and plain lease go first (dropping each
-    /// sends its release); the holds its actors' tasks took with `lock()` stay, renewed by
-    /// nobody from now on, and the model keeps their signals: each must fire by its deadline
-    /// (`Abandoned`), and no one else may get in before.
+    /// Drops `client` without `shutdown()`. Its plain lease is released and its guards dropped
+    /// first (dropping each sends its release); the holds its actors' tasks took with `lock()`
+    /// stay, renewed by nobody from now on, and the model keeps their signals: each must fire
+    /// by its deadline (`Abandoned`), and no one else may get in before.
     fn drop_client(&mut self, client: usize) -> Result<String, String> {
         let mut said = Vec::new();
         if self.plain[client].is_some() {
@@ -813,8 +813,8 @@ impl System {
         for (actor, pick) in picks {
             said.push(self.guard_drop(actor, pick, false)?);
         }
-        self.model.observe_all()?;
-        self.model.client_dropped(client);
+        // The replacement first, so that the old client goes right after the model has seen
+        // its holds' signals.
         let fresh = self.runtime().block_on(new_client(&self.members));
         let _ = self.runtime().block_on(fresh.readiness());
         for actor in (0..ACTORS).filter(|a| CLIENT_OF[*a] == client) {
@@ -822,6 +822,8 @@ impl System {
                 self.actors[actor].owner = Some(fresh.new_owner());
             }
         }
+        self.model.observe_all()?;
+        self.model.client_dropped(client);
         {
             // Whatever of the old client is still running (the releases just sent) finishes on
             // the runtime, and the client with it.
