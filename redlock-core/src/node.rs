@@ -53,8 +53,10 @@ use crate::{
 /// It never sends a request twice (no retries: a script whose reply was lost may have run, and
 /// running it again would count a hold twice); a redirection after a failover or resharding
 /// fails that one request and refreshes the slot map for the next. Requests to one shard keep
-/// their order on a steady connection; a redirection or a reconnection can reorder them, which
-/// at worst leaves an undone acquisition's key until its lease ends (docs/deployments.md).
+/// their order while fewer than redis-rs's 100 wait to enter the connection; past that, their
+/// order is up to the scheduler, and an undo or a release that lands after the same owner's
+/// next acquisition deletes that new hold there (the scripts know a hold by owner and count
+/// only; docs/deployments.md says how to stay below the limit).
 pub struct Node {
     index: usize,
     endpoint: Endpoint,
