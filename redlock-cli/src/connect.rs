@@ -17,6 +17,24 @@ pub(crate) enum WatchdogLease {
     TakesNoLock,
 }
 
+/// How long redlock waits before it exits for releases still on their way to masters it did
+/// not wait for (one reconnecting, or slow): past it, those keep the lock until its lease
+/// ends, as a crashed holder's would.
+pub(crate) const FLUSH: Duration = Duration::from_secs(2);
+
+/// Shuts `client` down (every hold it has is released), then waits, at most [`FLUSH`], for
+/// what is still on its way: the runtime ends with the process, and whatever it has not sent
+/// by then is never sent.
+pub(crate) async fn close(client: LockClient) {
+    client.shutdown().await;
+    drop(client);
+    if !redlock_reentrant::cleanups_settled(FLUSH).await {
+        tracing::debug!(
+            "releases still on their way after {FLUSH:?}: those masters keep the lock until its lease ends"
+        );
+    }
+}
+
 /// Connects to the masters of `connection`.
 ///
 /// The settings are read as the library reads them (`LockClientBuilder::from_env`: every

@@ -8,7 +8,7 @@ use redlock_reentrant::{Error, LockClient, LockGuard, RLock};
 use tokio::time::Instant;
 
 use crate::args::{Connection, OnLost, RunArgs};
-use crate::connect::{connect, WatchdogLease};
+use crate::connect::{close, connect, WatchdogLease};
 use crate::exit::{self, Failure};
 use crate::job::{self, Job};
 use crate::report::{describe, seconds, Reporter};
@@ -45,7 +45,7 @@ pub(crate) async fn run(
         signal = signals.next_ending() => return Err(Failure::Interrupted(signal as i32)),
     };
     let outcome = hold_and_run(&client, args, &mut signals, out).await;
-    client.shutdown().await;
+    close(client).await;
     outcome
 }
 

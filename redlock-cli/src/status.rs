@@ -7,7 +7,7 @@ use redlock_reentrant::{Error, LockStatus, RLock};
 use serde::Serialize;
 
 use crate::args::{Connection, StatusArgs, UnlockArgs};
-use crate::connect::{connect, WatchdogLease};
+use crate::connect::{close, connect, WatchdogLease};
 use crate::exit::Failure;
 use crate::report::{answer, describe, Reporter};
 
@@ -136,7 +136,7 @@ where
 {
     let client = connect(connection, WatchdogLease::TakesNoLock, out).await?;
     let answer = question(client.get_lock(name)).await;
-    client.shutdown().await;
+    close(client).await;
     Ok(answer?)
 }
 

@@ -79,7 +79,7 @@ pub use owner::OwnerToken;
 pub use readiness::{NodeStatus, Readiness};
 pub use redlock::Redlock;
 pub use retry::{Backoff, RetryPolicy};
-pub use spawn_on_drop::{spawn_cleanup, SpawnOnDrop};
+pub use spawn_on_drop::{cleanups_settled, spawn_cleanup, SpawnOnDrop};
 
 /// The deadpool-redis crate behind the node pools.
 pub use deadpool_redis;

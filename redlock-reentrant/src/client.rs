@@ -145,7 +145,10 @@ impl LockClient {
 
     /// Releases every lock this client holds (all nested holds at once), stops renewing, and
     /// refuses further operations with [`Error::ShutDown`]. Holds that could not be released
-    /// (a node down) expire with their lease.
+    /// (a node down) expire with their lease. It returns once a majority decided each release;
+    /// the requests to the other nodes finish in the background, so a process about to exit
+    /// waits for them with [`cleanups_settled`](crate::cleanups_settled) first (dropping the
+    /// runtime drops what is not sent yet).
     ///
     /// # Cancel safety
     ///

@@ -86,10 +86,10 @@ pub use rlock::RLock;
 /// The errors of every lock of the workspace: one type, defined by the quorum core.
 pub use redlock_core::Error;
 pub use redlock_core::{
-    deadpool_redis, is_cluster_url, quorum, redis, telemetry, Backoff, ConnectError, FanOut,
-    InvalidArgument, Lease, LockScript, LostReason, NodeAddress, NodeError, NodeErrorKind, NodeSet,
-    NodeStatus, OwnerToken, Readiness, Redlock, RedlockConfig, ReplicaAcks, RetryPolicy,
-    ScriptCall,
+    cleanups_settled, deadpool_redis, is_cluster_url, quorum, redis, telemetry, Backoff,
+    ConnectError, FanOut, InvalidArgument, Lease, LockScript, LostReason, NodeAddress, NodeError,
+    NodeErrorKind, NodeSet, NodeStatus, OwnerToken, Readiness, Redlock, RedlockConfig, ReplicaAcks,
+    RetryPolicy, ScriptCall,
 };
 pub use redlock_watchdog::{
     LostSignal, Registration, RenewScript, RenewedLease, Watchdog, WatchdogConfig, WatchdogStats,
