@@ -71,6 +71,13 @@ pub(crate) fn seeds(url: &str) -> Result<Vec<String>, String> {
         }
         addresses.push((host.to_owned(), port));
     }
+    // `rediss+cluster://...#insecure` (no certificate check) holds for every seed, and redis-rs
+    // takes the TLS mode of the seeds for the nodes it discovers.
+    let fragment = match parsed.fragment() {
+        None | Some("") => "",
+        Some("insecure") => "#insecure",
+        Some(_) => return Err("unknown fragment (only `#insecure`)".to_owned()),
+    };
     let userinfo = match (parsed.username(), parsed.password()) {
         ("", None) => String::new(),
         (user, None) => format!("{user}@"),
@@ -78,7 +85,7 @@ pub(crate) fn seeds(url: &str) -> Result<Vec<String>, String> {
     };
     Ok(addresses
         .into_iter()
-        .map(|(host, port)| format!("{plain}://{userinfo}{host}:{port}"))
+        .map(|(host, port)| format!("{plain}://{userinfo}{host}:{port}{fragment}"))
         .collect())
 }
 
@@ -147,6 +154,16 @@ mod tests {
             super::seeds("rediss+cluster://h").expect("valid"),
             ["rediss://h:6379"]
         );
+    }
+
+    #[test]
+    fn insecure_tls_holds_for_every_seed() {
+        assert_eq!(
+            seeds("rediss+cluster://h:7000?addr=g:7001#insecure").expect("valid"),
+            ["rediss://h:7000#insecure", "rediss://g:7001#insecure"]
+        );
+        let unknown = seeds("rediss+cluster://h:7000#sekret").expect_err("refused");
+        assert!(!unknown.contains("sekret"), "{unknown}");
     }
 
     #[test]
