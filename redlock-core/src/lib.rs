@@ -74,7 +74,7 @@ pub use lock_script::{LockScript, ScriptCall};
 pub use lost_reason::LostReason;
 pub use node::{Endpoint, Node};
 pub use node_address::NodeAddress;
-pub use nodes::{FanOut, NodeSet};
+pub use nodes::{FanOut, NodeSet, BATCHES_IN_FLIGHT};
 pub use owner::OwnerToken;
 pub use readiness::{NodeStatus, Readiness};
 pub use redlock::Redlock;

@@ -12,6 +12,12 @@ use crate::node::{NodeOptions, PreparedScript, Request};
 use crate::quorum::majority;
 use crate::{InvalidArgument, Node, NodeError, NodeErrorKind, RedlockConfig, ScriptCall};
 
+/// How many batch calls (renewal rounds, a shutdown's releases) a client keeps out at once,
+/// each started as soon as another is decided: with a Redis Cluster member there is a batch
+/// per hash slot, and redis-rs's cluster request queue (100 requests) must not fill, since
+/// requests waiting to enter it may enter in any order (docs/deployments.md).
+pub const BATCHES_IN_FLIGHT: usize = 32;
+
 /// The N independent masters a lock lives on.
 ///
 /// The reentrant lock and the watchdog send their own scripts through [`NodeSet::run_script`],

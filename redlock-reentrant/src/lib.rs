@@ -106,3 +106,24 @@ struct ReadmeExample;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct CrateReadme;
+
+/// Every public future can be spawned on a multi-threaded runtime: a change that kept
+/// something not `Send` across an await (a lazy iterator's closure, a lock guard) fails to
+/// compile here rather than in a user's `tokio::spawn`.
+#[cfg(test)]
+#[allow(dead_code, clippy::let_underscore_future)]
+fn public_futures_are_send(client: &LockClient, lock: &RLock, guard: LockGuard) {
+    fn send<T: Send>(_: T) {}
+    send(client.shutdown());
+    send(client.readiness());
+    send(lock.lock());
+    send(lock.lock_with_lease(std::time::Duration::from_secs(1)));
+    send(lock.try_lock(std::time::Duration::ZERO, None));
+    send(lock.acquire());
+    send(lock.try_acquire(std::time::Duration::ZERO, None));
+    send(lock.unlock());
+    send(lock.force_unlock());
+    send(lock.status());
+    send(guard.unlock());
+    send(cleanups_settled(std::time::Duration::ZERO));
+}

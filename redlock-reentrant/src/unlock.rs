@@ -11,9 +11,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
-use futures_util::future::join_all;
+use futures_util::StreamExt;
 use redlock_core::quorum::lease_millis;
-use redlock_core::{Error, FanOut, LostReason};
+use redlock_core::{Error, FanOut, LostReason, BATCHES_IN_FLIGHT};
 
 use crate::hold::{Hold, LeaseMode, Refusal, ReleasePlan};
 use crate::holds::{HoldGuard, Target};
@@ -584,13 +584,20 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
             )
         })
         .collect();
-    let fans: Vec<FanOut<u64>> = join_all(calls.iter().map(|call| {
-        inner
-            .redlock
-            .nodes()
-            .run_script_until(call, timeout, |fan| fan.answered() >= fan.quorum())
-    }))
-    .await;
+    // As many out at once as renewal keeps, each started as soon as another is decided.
+    let requests: Vec<_> = calls
+        .iter()
+        .map(|call| {
+            inner
+                .redlock
+                .nodes()
+                .run_script_until(call, timeout, |fan| fan.answered() >= fan.quorum())
+        })
+        .collect();
+    let fans: Vec<FanOut<u64>> = futures_util::stream::iter(requests)
+        .buffer_unordered(BATCHES_IN_FLIGHT)
+        .collect()
+        .await;
     if fans.iter().any(|fan| fan.answered() < fan.quorum()) {
         tracing::warn!(
             "shutdown could not reach a majority for some locks; they expire with their lease"

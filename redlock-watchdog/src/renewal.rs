@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
-use futures_util::future::join_all;
+use futures_util::StreamExt;
 use redlock_core::quorum::{lease_millis, validity};
-use redlock_core::{FanOut, LostReason, OwnerToken};
+use redlock_core::{FanOut, LostReason, OwnerToken, BATCHES_IN_FLIGHT};
 use tokio::time::Instant;
 
 use crate::registry::{EntryState, Release};
@@ -17,11 +17,6 @@ use crate::RenewScript;
 /// What holds renewed in one call share: their script (its SHA) and, with a Redis Cluster
 /// member, their hash slot.
 type BatchKind = (&'static str, Option<u16>);
-
-/// How many renewal batches one round has out at once: with a Redis Cluster member there is a
-/// batch per slot, and redis-rs's cluster request queue (100 requests) must not fill, since
-/// requests waiting to enter it may enter in any order.
-const BATCHES_IN_FLIGHT: usize = 32;
 
 /// The target of the watchdog's renewal trace events: `round` as a round starts, before it
 /// takes the holds to renew, then one event per hold it renews (field `key`), just before its
@@ -135,37 +130,40 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
         })
         .collect();
     // A batch is decided once a majority answered and every hold in it was confirmed, or
-    // denied, by a majority; otherwise every node is awaited.
-    let mut fans: Vec<FanOut<RenewReply>> = Vec::with_capacity(calls.len());
-    for (calls, batches) in calls
-        .chunks(BATCHES_IN_FLIGHT)
-        .zip(batches.chunks(BATCHES_IN_FLIGHT))
-    {
-        fans.extend(
-            join_all(calls.iter().zip(batches).map(|(call, (_, batch))| {
-                shared.redlock.nodes().run_script_until(
-                    call,
-                    timeout,
-                    |fan: &FanOut<RenewReply>| {
-                        fan.answered() >= fan.quorum()
-                            && (0..batch.len()).all(|position| {
-                                [Renewed::Yes, Renewed::NotHeld].iter().any(|answer| {
-                                    fan.count(|RenewReply(answers)| {
-                                        answers.get(position) == Some(answer)
-                                    }) >= fan.quorum()
-                                })
+    // denied, by a majority; otherwise every node is awaited. At most `BATCHES_IN_FLIGHT` are
+    // out at once, a new one as soon as any is decided (not in waves: a stalled shard's batches
+    // would hold up every wave), and each is applied as soon as it is decided, so holds on
+    // healthy nodes or shards are confirmed while a stalled one's batches wait out their
+    // timeout.
+    // Collected first: a lazy `map` would keep a closure in the task's state, which the
+    // compiler cannot prove `Send` for every lifetime.
+    let requests: Vec<_> = calls
+        .iter()
+        .zip(&batches)
+        .map(|(call, (_, batch))| async move {
+            let fan: FanOut<RenewReply> = shared
+                .redlock
+                .nodes()
+                .run_script_until(call, timeout, |fan: &FanOut<RenewReply>| {
+                    fan.answered() >= fan.quorum()
+                        && (0..batch.len()).all(|position| {
+                            [Renewed::Yes, Renewed::NotHeld].iter().any(|answer| {
+                                fan.count(|RenewReply(answers)| {
+                                    answers.get(position) == Some(answer)
+                                }) >= fan.quorum()
                             })
-                    },
-                )
-            }))
-            .await,
-        );
-    }
+                        })
+                })
+                .await;
+            (*batch, fan)
+        })
+        .collect();
+    let mut decided = futures_util::stream::iter(requests).buffer_unordered(BATCHES_IN_FLIGHT);
 
     let drift = shared.redlock.config().drift_for(lease);
     let mut healthy = true;
     let mut renewed = 0;
-    for ((_, batch), fan) in batches.iter().zip(&fans) {
+    while let Some((batch, fan)) = decided.next().await {
         let valid_until =
             validity(lease, fan.elapsed(), drift).map(|_| fan.started() + (lease - drift));
         for (position, hold) in batch.iter().enumerate() {
