@@ -7,7 +7,7 @@
 //! look again (a release may have gone unheard meanwhile). A disconnection forgets this
 //! member's subscriptions until they are confirmed again.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use redlock_core::redis::cluster::ClusterClientBuilder;
 use redlock_core::redis::cluster_async::ClusterConnection;
@@ -17,12 +17,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::{backoff, dispatch, pause_after_break, Ended, NodeTask};
 
-/// The channels one cluster connection is subscribed to, and the unsubscribes of ours whose
-/// confirmations (pushes) are still to be read.
+/// The channels one cluster connection is subscribed to (and how: an unsubscribe must be of
+/// the same kind), and the unsubscribes of ours whose confirmations (pushes) are still to be
+/// read.
 #[derive(Default)]
 struct Subscriptions {
-    active: HashSet<String>,
-    unsubscribing: std::collections::HashMap<String, usize>,
+    active: HashMap<String, Channels>,
+    unsubscribing: HashMap<String, usize>,
 }
 
 impl Subscriptions {
@@ -36,7 +37,7 @@ impl Subscriptions {
             }
             return false;
         }
-        self.active.contains(channel)
+        self.active.contains_key(channel)
     }
 }
 
@@ -54,7 +55,6 @@ impl NodeTask {
     pub(super) async fn run_cluster(mut self, seeds: &[String]) {
         let closed = self.shared.closed.clone();
         let mut failures = 0u32;
-        let mut channels = Channels::Sharded;
         loop {
             while !self.anything_wanted() {
                 tokio::select! {
@@ -94,8 +94,11 @@ impl NodeTask {
                 }
             };
             let served = tokio::time::Instant::now();
+            // Decided per connection: shard channels until the servers refuse them. A cluster
+            // upgraded to Redis 7 (its nodes restarted, so this connection made again) gets
+            // them back, and hears releases sent with `SPUBLISH`.
             let ended = self
-                .serve_cluster(connection, received, &mut channels, &closed)
+                .serve_cluster(connection, received, Channels::Sharded, &closed)
                 .await;
             self.forget_subscriptions();
             match ended {
@@ -119,7 +122,7 @@ impl NodeTask {
         &mut self,
         mut connection: ClusterConnection,
         mut pushes: mpsc::UnboundedReceiver<PushInfo>,
-        channels: &mut Channels,
+        mut channels: Channels,
         closed: &CancellationToken,
     ) -> Ended {
         let mut subscribed = Subscriptions::default();
@@ -127,7 +130,7 @@ impl NodeTask {
         let wanted: Vec<String> = super::lock(&self.shared.channels).keys().cloned().collect();
         for channel in wanted {
             if !self
-                .reconcile_cluster(&mut connection, channels, &mut subscribed, channel)
+                .reconcile_cluster(&mut connection, &mut channels, &mut subscribed, channel)
                 .await
             {
                 return Ended::Broken;
@@ -144,7 +147,7 @@ impl NodeTask {
                 },
                 () = self.changes.wake.notified() => {
                     for channel in self.changes.take() {
-                        if !self.reconcile_cluster(&mut connection, channels, &mut subscribed, channel).await {
+                        if !self.reconcile_cluster(&mut connection, &mut channels, &mut subscribed, channel).await {
                             return Ended::Broken;
                         }
                     }
@@ -207,26 +210,31 @@ impl NodeTask {
         channel: String,
     ) -> bool {
         let wanted = super::lock(&self.shared.channels).contains_key(&channel);
-        if wanted == subscribed.active.contains(&channel) {
+        let had = subscribed.active.get(&channel).copied();
+        if wanted == had.is_some() {
             if wanted {
                 self.confirm(&channel);
             }
             return true;
         }
+        // An unsubscribe is of the kind the subscription was made with.
+        let kind = had.unwrap_or(*channels);
         let outcome = tokio::time::timeout(self.request_timeout, async {
-            let first = change(connection, *channels, &channel, wanted).await;
+            let first = change(connection, kind, &channel, wanted).await;
             match first {
-                Err(err) if *channels == Channels::Sharded && lacks_shard_channels(&err) => {
+                Err(err) if kind == Channels::Sharded && wanted && lacks_shard_channels(&err) => {
                     tracing::debug!(node = %self.address, "no shard channels on this cluster; subscribing to plain channels");
                     *channels = Channels::Plain;
-                    change(connection, Channels::Plain, &channel, wanted).await
+                    change(connection, Channels::Plain, &channel, wanted)
+                        .await
+                        .map(|()| Channels::Plain)
                 }
-                other => other,
+                other => other.map(|()| kind),
             }
         })
         .await;
-        match outcome {
-            Ok(Ok(())) => {}
+        let kind = match outcome {
+            Ok(Ok(kind)) => kind,
             Ok(Err(err)) => {
                 tracing::debug!(node = %self.address, error = %err, "cluster pub/sub request failed");
                 return false;
@@ -235,9 +243,9 @@ impl NodeTask {
                 tracing::debug!(node = %self.address, "cluster pub/sub request timed out");
                 return false;
             }
-        }
+        };
         if wanted {
-            subscribed.active.insert(channel.clone());
+            subscribed.active.insert(channel.clone(), kind);
             self.confirm(&channel);
         } else {
             subscribed.active.remove(&channel);
