@@ -68,11 +68,6 @@ impl HoldCell {
         self.read().generation
     }
 
-    /// Tries to take the state without waiting (for `Drop`, which cannot wait).
-    pub(crate) fn try_state(&self) -> Option<OwnedMutexGuard<Hold>> {
-        Arc::clone(&self.state).try_lock_owned().ok()
-    }
-
     /// Records that a guard of `generation` was dropped while the state was busy.
     pub(crate) fn abandon_later(&self, generation: u64) {
         self.abandoned
@@ -124,6 +119,25 @@ impl Holds {
     pub(crate) async fn lock(self: &Arc<Self>, hold: &HoldKey) -> HoldGuard {
         let cell = Arc::clone(self.cells.entry(hold.clone()).or_default().value());
         let state = Arc::clone(&cell.state).lock_owned().await;
+        self.guard(hold, cell, state)
+    }
+
+    /// The hold's state if no operation has it now, without waiting (for `Drop`, which cannot
+    /// wait); `None` when this process has no such hold or an operation has it.
+    pub(crate) fn try_lock(self: &Arc<Self>, hold: &HoldKey) -> Option<HoldGuard> {
+        let cell = self.get(hold)?;
+        let state = Arc::clone(&cell.state).try_lock_owned().ok()?;
+        Some(self.guard(hold, cell, state))
+    }
+
+    /// The guard of a hold whose state was just taken; it applies the releases of guards
+    /// dropped meanwhile where nothing could be sent.
+    fn guard(
+        self: &Arc<Self>,
+        hold: &HoldKey,
+        cell: Arc<HoldCell>,
+        state: OwnedMutexGuard<Hold>,
+    ) -> HoldGuard {
         let mut guard = HoldGuard {
             holds: Arc::clone(self),
             key: hold.clone(),

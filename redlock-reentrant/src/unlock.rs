@@ -150,18 +150,22 @@ impl Drop for OwedRelease {
 /// Gives a hold up where nothing can be sent (no runtime): renewal stops and the signal fires
 /// now; the lock expires with its lease. If an operation has the hold, it applies this when done.
 fn abandon_without_runtime(inner: &Inner, target: &Target, generation: Option<u64>) {
-    let Some(cell) = inner.holds.get(&target.hold) else {
-        return;
-    };
-    tracing::warn!(lock = %target.name, "released outside a tokio runtime: the hold is given up and expires with its lease");
-    match cell.try_state() {
+    // Through a hold guard, so that what readers see (`RLock::fencing_token`, say) is updated
+    // and the cell of a hold now free is let go, as after any operation.
+    match inner.holds.try_lock(&target.hold) {
         Some(mut hold) => {
+            tracing::warn!(lock = %target.name, "released outside a tokio runtime: the hold is given up and expires with its lease");
             hold.refresh();
             if generation.is_none_or(|generation| hold.generation() == Some(generation)) {
                 hold.give_up(LostReason::Abandoned);
             }
         }
         None => {
+            // An operation has the hold (or there is none): it applies this when done.
+            let Some(cell) = inner.holds.get(&target.hold) else {
+                return;
+            };
+            tracing::warn!(lock = %target.name, "released outside a tokio runtime: the hold is given up and expires with its lease");
             let current = cell.generation();
             if generation.is_none_or(|generation| current == Some(generation)) {
                 if let Some(lost) = cell.lost() {

@@ -216,12 +216,15 @@ async fn a_guard_dropped_outside_a_runtime_is_never_renewed_again() {
     let lock = holder.get_lock("no-runtime");
     let guard = lock.acquire().await.expect("guard");
     let signal = lock.lost_signal().expect("held");
+    assert!(lock.fencing_token().is_some());
 
     std::thread::spawn(move || drop(guard))
         .join()
         .expect("a thread with no runtime");
     assert_eq!(holder.watchdog().registered(), 0, "renewal stops at once");
     assert_eq!(signal.reason(), Some(LostReason::Abandoned));
+    // What readers see is the hold given up, at once: no token of it any more.
+    assert_eq!(lock.fencing_token(), None, "the given-up hold's token");
     // Nothing renews it: the lock expires within its lease (from the last renewal, before
     // the drop).
     assert!(
