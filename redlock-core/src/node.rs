@@ -128,7 +128,9 @@ impl Sender {
     }
 }
 
-/// Whether redis-rs's cluster connection answered that its task no longer takes requests.
+/// Whether redis-rs's cluster connection answered that its task no longer takes requests. It
+/// says so only in the error's text: `deploy_cluster_stall.rs` ends a connection's runtime to
+/// pin that text to the redis-rs version the workspace builds.
 fn cluster_task_gone(err: &RedisError) -> bool {
     err.is_io_error() && err.to_string().contains("redis_cluster: Unable to")
 }

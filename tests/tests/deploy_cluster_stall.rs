@@ -1,8 +1,9 @@
-//! One Redis Cluster as the whole quorum, one of its shards stalled (its master SIGSTOPped, no
-//! replica to take over): the holds on the other shards stay renewed, and only the stalled
-//! shard's holds are lost. Renewal keeps a bounded number of batches out without waves, and
-//! applies each as soon as it is decided, so the stalled shard's timeouts do not add up in
-//! front of the healthy shards' renewals.
+//! One Redis Cluster as the whole quorum, in trouble: one of its shards stalled (its master
+//! SIGSTOPped, no replica to take over), so the holds on the other shards stay renewed and only
+//! the stalled shard's holds are lost (renewal keeps a bounded number of batches out without
+//! waves, and applies each as soon as it is decided, so the stalled shard's timeouts do not
+//! add up in front of the healthy shards' renewals); and the cluster connection's task gone
+//! with the runtime it ran on, so the member connects again.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -85,4 +86,55 @@ async fn a_stalled_shard_loses_its_own_holds_only() {
         "stalled shard: {on_stalled} holds lost, {} healthy kept; watchdog {stats:?}",
         LOCKS - on_stalled
     );
+}
+
+/// A cluster connection is kept for the member's life (a new one could overtake requests the
+/// old one has not sent yet), unless its task is gone: then it sends nothing any more, and the
+/// member connects again. redis-rs says so only in its error's text; this pins that text to
+/// the redis-rs version the workspace builds, by ending the runtime the connection ran on.
+#[test]
+fn a_cluster_member_whose_connection_task_ended_connects_again() {
+    let cluster = ShardedCluster::start(3, 0);
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime")
+    };
+    let first = runtime();
+    let client = first.block_on(async {
+        let client = LockClient::builder()
+            .nodes([cluster.url()])
+            .node_timeout(NODE_TIMEOUT)
+            .build()
+            .await
+            .expect("client");
+        let lock = client.get_lock("before");
+        assert!(lock
+            .try_lock(Duration::ZERO, Some(TIMEOUT))
+            .await
+            .expect("try_lock"));
+        lock.unlock().await.expect("unlock");
+        client
+    });
+    // The cluster connection's task ends with the runtime it was spawned on.
+    drop(first);
+    let second = runtime();
+    second.block_on(async {
+        let lock = client.get_lock("after");
+        let mut refused = 0;
+        while !lock
+            .try_lock(Duration::ZERO, Some(TIMEOUT))
+            .await
+            .unwrap_or(false)
+        {
+            refused += 1;
+            assert!(
+                refused < 10,
+                "the member never connected again after its connection's task ended"
+            );
+        }
+        lock.unlock().await.expect("unlock");
+    });
 }
