@@ -169,19 +169,21 @@ pub(crate) struct Identities {
 }
 
 impl Identities {
-    /// Claims the server `run_id` for `node`, giving up the server it had before (a restart,
-    /// a name now pointing elsewhere); the node that had claimed it, if another.
-    fn claim(&self, run_id: &str, node: usize) -> Result<(), usize> {
+    /// Claims the servers `ids` (a standalone server's run id, or every node id of a Redis
+    /// Cluster) for `node`, giving up those it had before (a restart, a name now pointing
+    /// elsewhere); the node that had claimed one of them, if another.
+    fn claim(&self, ids: &[&str], node: usize) -> Result<(), usize> {
         let mut claimed = self.claimed.lock().unwrap_or_else(PoisonError::into_inner);
-        match claimed.get(run_id) {
-            Some(&first) if first != node => Err(first),
-            Some(_) => Ok(()),
-            None => {
-                claimed.retain(|_, owner| *owner != node);
-                claimed.insert(run_id.to_owned(), node);
-                Ok(())
-            }
+        if let Some(&first) = ids
+            .iter()
+            .filter_map(|id| claimed.get(*id))
+            .find(|owner| **owner != node)
+        {
+            return Err(first);
         }
+        claimed.retain(|_, owner| *owner != node);
+        claimed.extend(ids.iter().map(|id| ((*id).to_owned(), node)));
+        Ok(())
     }
 
     /// Whether `node` is reported as an alias for the first time.
@@ -971,8 +973,9 @@ impl ConnectAttempt {
         };
         let identified = async {
             let mut wire = connecting.await?;
-            if let Wire::Pooled(connection) = &mut wire {
-                self.identify(connection).await?;
+            match &mut wire {
+                Wire::Pooled(connection) => self.identify(connection).await?,
+                Wire::Cluster(connection) => self.identify_cluster(connection).await?,
             }
             Ok(wire)
         };
@@ -993,16 +996,44 @@ impl ConnectAttempt {
         let Some(run_id) = info.as_deref().ok().and_then(run_id_of) else {
             return Ok(());
         };
+        self.claim(&[run_id])
+    }
+
+    /// Asks one node of the cluster for every node's id (`CLUSTER NODES`), and refuses the
+    /// member if another member of the set reached one of them first: one cluster given as two
+    /// members (disjoint seeds) would vote twice. A cluster that does not tell (an ACL without
+    /// `CLUSTER`) is not checked.
+    async fn identify_cluster(
+        &self,
+        connection: &mut ClusterConnection,
+    ) -> Result<(), ConnectError> {
+        let mut nodes = redis::cmd("CLUSTER");
+        nodes.arg("NODES");
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+        let listing = match connection.route_command(nodes, routing).await {
+            Ok(Value::BulkString(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(Value::VerbatimString { text, .. }) => text,
+            _ => return Ok(()),
+        };
+        let ids: Vec<&str> = listing
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.claim(&ids)
+    }
+
+    /// Claims `ids` for this node, or says which node reached them first.
+    fn claim(&self, ids: &[&str]) -> Result<(), ConnectError> {
         let node = self.link.index;
-        self.link
-            .identities
-            .claim(run_id, node)
-            .map_err(|first| {
-                if self.link.identities.first_report(node) {
-                    tracing::error!(node = %self.link.address, first, "this node is another node's server under another name: it would vote twice, so it never counts; list each server once");
-                }
-                ConnectError::Alias { first }
-            })
+        self.link.identities.claim(ids, node).map_err(|first| {
+            if self.link.identities.first_report(node) {
+                tracing::error!(node = %self.link.address, first, "this node is another node's server under another name: it would vote twice, so it never counts; list each server once");
+            }
+            ConnectError::Alias { first }
+        })
     }
 
     /// Gives up without trying (no runtime to connect on): the queue fails, the node is not
@@ -1099,17 +1130,25 @@ mod tests {
     #[test]
     fn a_server_reached_by_two_nodes_is_kept_by_the_first() {
         let identities = Identities::default();
-        assert_eq!(identities.claim("abc", 0), Ok(()));
-        assert_eq!(identities.claim("abc", 0), Ok(()), "a reconnection");
-        assert_eq!(identities.claim("abc", 2), Err(0));
+        assert_eq!(identities.claim(&["abc"], 0), Ok(()));
+        assert_eq!(identities.claim(&["abc"], 0), Ok(()), "a reconnection");
+        assert_eq!(identities.claim(&["abc"], 2), Err(0));
         assert_eq!(
-            identities.claim("def", 2),
+            identities.claim(&["def"], 2),
             Ok(()),
             "its own server after a restart"
         );
         // Node 0's name now points at another server: its old one is free for node 2.
-        assert_eq!(identities.claim("ghi", 0), Ok(()));
-        assert_eq!(identities.claim("abc", 2), Ok(()));
+        assert_eq!(identities.claim(&["ghi"], 0), Ok(()));
+        assert_eq!(identities.claim(&["abc"], 2), Ok(()));
+        // A cluster claims all its nodes: one of them claimed by another node is an alias.
+        assert_eq!(identities.claim(&["c1", "c2", "c3"], 1), Ok(()));
+        assert_eq!(identities.claim(&["c3", "c4"], 0), Err(1));
+        assert_eq!(
+            identities.claim(&["c2", "c3", "c1"], 1),
+            Ok(()),
+            "reconnected"
+        );
         assert!(identities.first_report(2));
         assert!(!identities.first_report(2), "reported once");
         assert_eq!(
