@@ -128,6 +128,37 @@ impl Sender {
     }
 }
 
+impl Sender {
+    /// Sends `pipeline` as one request: on a cluster, to the master of `slot` (else wherever
+    /// its first key routes it), every command of it on that one connection, in order.
+    async fn send_pipeline(
+        self,
+        pipeline: redis::Pipeline,
+        count: usize,
+        slot: Option<u16>,
+    ) -> RedisResult<Vec<Value>> {
+        match self {
+            Sender::Multiplexed(mut connection) => {
+                connection.send_packed_commands(&pipeline, 0, count).await
+            }
+            Sender::Cluster(mut connection) => match slot {
+                Some(slot) => {
+                    let route = Route::new(slot, SlotAddr::Master);
+                    connection
+                        .route_pipeline(
+                            pipeline,
+                            0,
+                            count,
+                            SingleNodeRoutingInfo::SpecificNode(route),
+                        )
+                        .await
+                }
+                None => connection.req_packed_commands(&pipeline, 0, count).await,
+            },
+        }
+    }
+}
+
 /// Whether redis-rs's cluster connection answered that its task no longer takes requests. It
 /// says so only in the error's text: `deploy_cluster_stall.rs` ends a connection's runtime to
 /// pin that text to the redis-rs version the workspace builds.
@@ -869,6 +900,11 @@ fn queue(link: &Link, state: &mut State, request: &Request, timeout: Duration) -
             // (an `EVALSHA` to a shard that never ran the script would come back `NOSCRIPT`).
             let by_sha =
                 !link.cluster && !script.by_source && state.cached_scripts.contains(variant.sha);
+            if link.cluster {
+                if let Some(wait) = wait_for(link, script, timeout) {
+                    return queue_confirmed(state, variant.eval(), wait, variant.sha, script.slot);
+                }
+            }
             let mut queued = if by_sha {
                 let evalsha = Arc::clone(&variant.evalsha);
                 queue_cmd(state, evalsha, Some((variant.sha, true)), None)
@@ -895,6 +931,19 @@ fn queue_wait(
     script: &PreparedScript,
     request_timeout: Duration,
 ) -> Option<Confirmation> {
+    let (wait, replicas) = wait_for(link, script, request_timeout)?;
+    let queued = queue_cmd(state, Arc::new(wait), None, script.slot);
+    state.queued -= 1;
+    Some((queued.reply, replicas))
+}
+
+/// The `WAIT` that confirms `script`'s write, and how many replicas it must count, when the
+/// node asks for replica acknowledgements and the script writes.
+fn wait_for(
+    link: &Link,
+    script: &PreparedScript,
+    request_timeout: Duration,
+) -> Option<(Cmd, usize)> {
     let acks = link.replica_acks.filter(|_| script.replicated)?;
     let capped = ReplicaAcks {
         timeout: acks.timeout.min(request_timeout / 2),
@@ -902,9 +951,63 @@ fn queue_wait(
     };
     let mut wait = redis::cmd("WAIT");
     wait.arg(acks.replicas).arg(capped.timeout_millis());
-    let queued = queue_cmd(state, Arc::new(wait), None, script.slot);
-    state.queued -= 1;
-    Some((queued.reply, acks.replicas))
+    Some((wait, acks.replicas))
+}
+
+/// Queues a replicated write on a Redis Cluster member together with the `WAIT` that confirms
+/// it, as one pipeline to the master of its slot. Sent as two requests, each would be routed
+/// on its own: after a failover, while the old master's connection is made again, the `WAIT`
+/// could reach another node and count that node's replicas for a write it never saw.
+fn queue_confirmed(
+    state: &mut State,
+    eval: Arc<Cmd>,
+    (wait, replicas): (Cmd, usize),
+    sha: &'static str,
+    slot: Option<u16>,
+) -> Queued {
+    use futures_util::FutureExt;
+
+    let mut pipeline = redis::pipe();
+    pipeline.add_command((*eval).clone()).add_command(wait);
+    let connection = state.connection.as_ref().map(Wire::sender);
+    let both = async move {
+        match connection {
+            Some(sender) => sender.send_pipeline(pipeline, 2, slot).await,
+            None => Err(RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::NotConnected,
+            ))),
+        }
+    }
+    .boxed()
+    .shared();
+    let part = |index: usize| -> Reply {
+        Box::pin(both.clone().map(move |replies| {
+            replies.and_then(|mut replies| {
+                if replies.len() > index {
+                    Ok(replies.swap_remove(index))
+                } else {
+                    Err(RedisError::from((
+                        ErrorKind::Client,
+                        "a pipeline reply is missing",
+                    )))
+                }
+            })
+        }))
+    };
+    let mut reply = Box::pin(tokio::task::unconstrained(part(0))) as Reply;
+    // Polled once here, as `queue_cmd` does: redis-rs takes the request in on the first poll.
+    if let Poll::Ready(done) = reply.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        reply = Box::pin(std::future::ready(done));
+    }
+    let sequence = state.queued;
+    state.queued += 1;
+    Queued {
+        reply,
+        confirmation: Some((part(1), replicas)),
+        sequence,
+        generation: state.generation,
+        script: Some((sha, false)),
+    }
 }
 
 /// Hands `cmd` to the multiplexed connection at once: its send future is polled once here, and
