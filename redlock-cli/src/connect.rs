@@ -17,9 +17,9 @@ pub(crate) enum WatchdogLease {
     TakesNoLock,
 }
 
-/// How long redlock waits before it exits for releases still on their way to masters it did
-/// not wait for (one reconnecting, or slow): past it, those keep the lock until its lease
-/// ends, as a crashed holder's would.
+/// How long redlock waits before it exits for what is still on its way to masters it did not
+/// wait for (a release queued for one reconnecting, the replies of a slow one): past it, those
+/// keep the lock until its lease ends, as a crashed holder's would.
 pub(crate) const FLUSH: Duration = Duration::from_secs(2);
 
 /// Shuts `client` down (every hold it has is released), then waits, at most [`FLUSH`], for

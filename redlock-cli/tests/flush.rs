@@ -40,7 +40,7 @@ fn a_release_queued_behind_a_reconnection_is_sent_before_redlock_exits() {
     let scratch = Scratch::new();
     // Renewed every 3 s, so a renewal soon finds the connection cut below; a reconnection
     // held up is waited for far longer than the test needs.
-    let holder = Running::start(
+    let mut holder = Running::start(
         redlock(&nodes)
             .env("REDLOCK_CONNECT_TIMEOUT", "10s")
             .args(["run", "flushed", "--watchdog-timeout", "9s", "--"])
@@ -77,6 +77,12 @@ fn a_release_queued_behind_a_reconnection_is_sent_before_redlock_exits() {
         eventually(Duration::from_secs(10), || !key_on(&masters, 0, key)
             && !key_on(&masters, 1, key)),
         "released on a majority"
+    );
+    // Still waiting for the third master (2 s at most): the partition heals in that window.
+    assert!(
+        !holder.has_exited(),
+        "redlock exited before the partition healed: {}",
+        holder.stderr()
     );
     proxy.set(Fault::Pass);
     holder.wait().assert_code(0);

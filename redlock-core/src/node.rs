@@ -141,22 +141,46 @@ impl Sender {
             Sender::Multiplexed(mut connection) => {
                 connection.send_packed_commands(&pipeline, 0, count).await
             }
-            Sender::Cluster(mut connection) => match slot {
-                Some(slot) => {
-                    let route = Route::new(slot, SlotAddr::Master);
-                    connection
-                        .route_pipeline(
-                            pipeline,
-                            0,
-                            count,
-                            SingleNodeRoutingInfo::SpecificNode(route),
-                        )
-                        .await
+            Sender::Cluster(mut connection) => {
+                let sent = match slot {
+                    Some(slot) => {
+                        let route = Route::new(slot, SlotAddr::Master);
+                        connection
+                            .route_pipeline(
+                                pipeline,
+                                0,
+                                count,
+                                SingleNodeRoutingInfo::SpecificNode(route),
+                            )
+                            .await
+                    }
+                    None => connection.req_packed_commands(&pipeline, 0, count).await,
+                };
+                match sent {
+                    // A pipeline's "task gone" is a bare broken pipe, which a shard's dropped
+                    // connection can give too: a single command tells the two apart (its
+                    // error names the task), and only then is the connection replaced.
+                    Err(err) if err.is_io_error() => {
+                        let ping = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                        match connection.route_command(redis::cmd("PING"), ping).await {
+                            Err(gone) if cluster_task_gone(&gone) => Err(gone),
+                            _ => Err(err),
+                        }
+                    }
+                    sent => sent,
                 }
-                None => connection.req_packed_commands(&pipeline, 0, count).await,
-            },
+            }
         }
     }
+}
+
+/// Whether a server refused a command as one its user may not run or it does not have.
+fn refused_command(err: &RedisError) -> bool {
+    err.code() == Some("NOPERM")
+        || err
+            .to_string()
+            .to_ascii_lowercase()
+            .contains("unknown command")
 }
 
 /// Whether redis-rs's cluster connection answered that its task no longer takes requests. It
@@ -818,9 +842,12 @@ impl Link {
                     if state.generation == generation {
                         state.cached_scripts.clear();
                     }
+                    // A cluster member is sent scripts by source and never answers `NOSCRIPT`;
+                    // resending there would split the script from its `WAIT` again.
                     let last = state.generation == generation
                         && state.queued == sequence + 1
-                        && state.connection.is_some();
+                        && state.connection.is_some()
+                        && !self.cluster;
                     match request {
                         Request::Script(script) if last => {
                             let variant = script.variant(self.cluster);
@@ -1116,7 +1143,12 @@ impl ConnectAttempt {
         let listing = match connection.route_command(nodes, routing).await {
             Ok(Value::BulkString(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
             Ok(Value::VerbatimString { text, .. }) => text,
-            _ => return Ok(()),
+            // Not allowed to ask (an ACL without `CLUSTER`, a renamed command): not checked.
+            Err(err) if refused_command(&err) => return Ok(()),
+            // Anything else (`CLUSTERDOWN`, `LOADING`, no answer): not connected yet; the
+            // next request tries again, rather than keeping a connection never checked.
+            Err(err) => return Err(ConnectError::Cluster(err)),
+            Ok(_) => return Ok(()),
         };
         let ids: Vec<&str> = listing
             .lines()
