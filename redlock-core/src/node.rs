@@ -1021,20 +1021,10 @@ fn queue_confirmed(
             })
         }))
     };
-    let mut reply = Box::pin(tokio::task::unconstrained(part(0))) as Reply;
-    // Polled once here, as `queue_cmd` does: redis-rs takes the request in on the first poll.
-    if let Poll::Ready(done) = reply.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        reply = Box::pin(std::future::ready(done));
-    }
-    let sequence = state.queued;
-    state.queued += 1;
-    Queued {
-        reply,
-        confirmation: Some((part(1), replicas)),
-        sequence,
-        generation: state.generation,
-        script: Some((sha, false)),
-    }
+    let reply = Box::pin(tokio::task::unconstrained(part(0)));
+    let mut queued = handed_over(state, reply, Some((sha, false)));
+    queued.confirmation = Some((part(1), replicas));
+    queued
 }
 
 /// Hands `cmd` to the multiplexed connection at once: its send future is polled once here, and
@@ -1049,7 +1039,7 @@ fn queue_cmd(
     slot: Option<u16>,
 ) -> Queued {
     let connection = state.connection.as_ref().map(Wire::sender);
-    let mut reply: Reply = Box::pin(tokio::task::unconstrained(async move {
+    let reply: Reply = Box::pin(tokio::task::unconstrained(async move {
         match connection {
             Some(sender) => sender.send(&cmd, slot).await,
             None => Err(RedisError::from(std::io::Error::from(
@@ -1057,6 +1047,16 @@ fn queue_cmd(
             ))),
         }
     }));
+    handed_over(state, reply, script)
+}
+
+/// Polls a request's `reply` once, which hands it to the connection (see [`queue_cmd`]), and
+/// counts it as the next request queued.
+fn handed_over(
+    state: &mut State,
+    mut reply: Reply,
+    script: Option<(&'static str, bool)>,
+) -> Queued {
     if let Poll::Ready(done) = reply.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         reply = Box::pin(std::future::ready(done));
     }

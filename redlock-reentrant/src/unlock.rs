@@ -13,7 +13,7 @@ use std::task::{Context, Waker};
 
 use futures_util::StreamExt;
 use redlock_core::quorum::lease_millis;
-use redlock_core::{Error, FanOut, LostReason, BATCHES_IN_FLIGHT};
+use redlock_core::{Error, FanOut, LostReason, ScriptCall, BATCHES_IN_FLIGHT};
 
 use crate::hold::{Hold, LeaseMode, Refusal, ReleasePlan};
 use crate::holds::{HoldGuard, Target};
@@ -210,14 +210,7 @@ fn plan(
 /// a retry would be sent after that acquisition. Where nothing answers, the keys expire with
 /// their lease, as they would have.
 fn clear_leftovers(inner: &Inner, target: &Target) {
-    let call = ABANDON
-        .call()
-        .arg(inner.request_id())
-        .key(target.key())
-        .arg(target.owner())
-        .arg(target.channel())
-        .by_source()
-        .releasing();
+    let call = abandon_call(inner, target);
     let redlock = inner.redlock.clone();
     let timeout = inner.node_timeout();
     let mut sending = Box::pin(async move {
@@ -490,20 +483,25 @@ fn spawn_or_else<T, F>(
     });
 }
 
-/// Deletes the lock where this owner holds it (a hold given up), retried until a majority
-/// answered; where that fails, it expires within its lease. Runs while the caller still has the
-/// hold, so this owner's next acquisition is sent after the deletion on every node's connection.
-async fn abandon(inner: &Inner, target: &Target) {
-    let config = inner.redlock.config();
-    let timeout = inner.node_timeout();
-    let call = ABANDON
+/// The deletion of the lock where this owner holds it (`ABANDON`, announced to waiters).
+fn abandon_call(inner: &Inner, target: &Target) -> ScriptCall {
+    ABANDON
         .call()
         .arg(inner.request_id())
         .key(target.key())
         .arg(target.owner())
         .arg(target.channel())
         .by_source()
-        .releasing();
+        .releasing()
+}
+
+/// Deletes the lock where this owner holds it (a hold given up), retried until a majority
+/// answered; where that fails, it expires within its lease. Runs while the caller still has the
+/// hold, so this owner's next acquisition is sent after the deletion on every node's connection.
+async fn abandon(inner: &Inner, target: &Target) {
+    let config = inner.redlock.config();
+    let timeout = inner.node_timeout();
+    let call = abandon_call(inner, target);
     let fan: FanOut<u64> = config
         .retry
         .retry(

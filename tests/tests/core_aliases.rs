@@ -10,6 +10,23 @@ use redlock_reentrant::{ConnectError, Error, LockClient, NodeErrorKind, RetryPol
 use redlock_testkit::{FaultProxy, RedisCluster, ShardedCluster};
 use redlock_tests::released_everywhere;
 
+/// Exactly one of `client`'s first two nodes is refused when connecting, as an alias of the
+/// other (whichever connected first keeps the server), not merely slow.
+async fn assert_one_of_the_first_two_is_an_alias(client: &LockClient) {
+    let mut refused = Vec::new();
+    for (index, node) in client.redlock().nodes().iter().take(2).enumerate() {
+        if let Err(err) = node.connect().await {
+            let other = 1 - index;
+            assert!(
+                matches!(&err.kind, NodeErrorKind::Connect(cause) if matches!(**cause, ConnectError::Alias { first } if first == other)),
+                "{err:?}"
+            );
+            refused.push(index);
+        }
+    }
+    assert_eq!(refused.len(), 1, "exactly one of the two is refused");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_reached_under_two_names_votes_once() {
     let cluster = RedisCluster::start(2);
@@ -40,24 +57,8 @@ async fn a_server_reached_under_two_names_votes_once() {
         matches!(taken, Err(Error::NoQuorum { answered: 1, .. })),
         "one live server made a majority of three on its own: {taken:?}"
     );
-    // One of the two names is refused as an alias of the other (whichever connected first
-    // keeps the server), not merely slow.
-    let mut refused = Vec::new();
-    for (index, node) in client.redlock().nodes().iter().take(2).enumerate() {
-        if let Err(err) = node.connect().await {
-            let other = 1 - index;
-            assert!(
-                matches!(&err.kind, NodeErrorKind::Connect(cause) if matches!(**cause, ConnectError::Alias { first } if first == other)),
-                "{err:?}"
-            );
-            refused.push(index);
-        }
-    }
-    assert_eq!(
-        refused.len(),
-        1,
-        "exactly one name of the server is refused"
-    );
+    // One of the two names is refused as an alias of the other.
+    assert_one_of_the_first_two_is_an_alias(&client).await;
     released_everywhere(&cluster, "redlock:report", Duration::from_secs(1)).await;
     client.shutdown().await;
 }
@@ -90,20 +91,5 @@ async fn one_cluster_given_as_two_members_votes_once() {
         matches!(taken, Err(Error::NoQuorum { answered: 1, .. })),
         "one cluster made a majority of three on its own: {taken:?}"
     );
-    let mut refused = Vec::new();
-    for (index, node) in client.redlock().nodes().iter().take(2).enumerate() {
-        if let Err(err) = node.connect().await {
-            let other = 1 - index;
-            assert!(
-                matches!(&err.kind, NodeErrorKind::Connect(cause) if matches!(**cause, ConnectError::Alias { first } if first == other)),
-                "{err:?}"
-            );
-            refused.push(index);
-        }
-    }
-    assert_eq!(
-        refused.len(),
-        1,
-        "exactly one of the two members is refused"
-    );
+    assert_one_of_the_first_two_is_an_alias(&client).await;
 }
