@@ -126,9 +126,7 @@ impl Sender {
             },
         }
     }
-}
 
-impl Sender {
     /// Sends `pipeline` as one request: on a cluster, to the master of `slot` (else wherever
     /// its first key routes it), every command of it on that one connection, in order.
     async fn send_pipeline(
