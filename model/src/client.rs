@@ -9,7 +9,8 @@ use crate::master::Grant;
 pub struct Hold {
     /// Acquisitions not yet released (0: free).
     pub count: u8,
-    /// This hold's generation (ghost for the masters' keys; the real library numbers holds too).
+    /// This hold's generation: the id of the attempt that made it, which its field on the
+    /// masters carries and every request for it names.
     pub generation: u8,
     /// The fencing token.
     pub token: u64,
@@ -132,8 +133,13 @@ pub struct Client {
     pub crashed_holding: bool,
     /// Ghost: the last hold whose final release a majority confirmed (cleared by a new attempt).
     pub released_hold: Option<u8>,
-    /// Ghost: masters whose connection or data failed since the current hold's attempt began.
+    /// Ghost: masters whose connection or data failed, or where a request overtook another,
+    /// since the current hold's attempt began.
     pub tainted: u8,
+    /// Ghost: masters where one of its requests ever overtook another (a Redis Cluster member
+    /// past redis-rs's queue): a renewal may run there after the release it was queued before,
+    /// and finds nothing to renew.
+    pub overtaken: u8,
 }
 
 impl Client {
@@ -157,6 +163,7 @@ impl Client {
             crashed_holding: false,
             released_hold: None,
             tainted: 0,
+            overtaken: 0,
         }
     }
 
@@ -235,7 +242,8 @@ impl Client {
     /// What this client knows and awaits of master `master`, comparable across masters.
     pub fn view_of(&self, master: usize) -> MasterView {
         let bit = |mask: u8| u8::from(has(mask, master));
-        let mut masks = bit(self.hold.granted_by) | bit(self.tainted) << 1;
+        let mut masks =
+            bit(self.hold.granted_by) | bit(self.tainted) << 1 | bit(self.overtaken) << 5;
         let (mut grant, mut written, mut left) = (None, None, None);
         match &self.op {
             Op::Idle => {}
@@ -268,6 +276,7 @@ impl Client {
         };
         remask(&mut self.hold.granted_by);
         remask(&mut self.tainted);
+        remask(&mut self.overtaken);
         fn reorder<T: Clone>(values: &mut Vec<T>, order: &[usize]) {
             *values = order.iter().map(|&old| values[old].clone()).collect();
         }

@@ -27,11 +27,14 @@ pub enum Variant {
     /// A failed attempt is undone only on the masters seen to grant it, not on those that did
     /// not answer.
     UndoOnlySeenGrants,
+    /// The scripts know a hold by its owner and count only (an owner's leftover field is taken
+    /// over by its next hold): a late release or undo of an earlier hold deletes the next one.
+    HoldByOwnerOnly,
 }
 
 impl Variant {
     /// Every broken variant.
-    pub const BROKEN: [Variant; 8] = [
+    pub const BROKEN: [Variant; 9] = [
         Variant::NoWriteBack,
         Variant::NoValidityCheck,
         Variant::ReleaseOnlyBelievedLocked,
@@ -40,6 +43,7 @@ impl Variant {
         Variant::RenewalNotCancelled,
         Variant::LockWithoutExpiry,
         Variant::UndoOnlySeenGrants,
+        Variant::HoldByOwnerOnly,
     ];
 }
 
@@ -60,6 +64,10 @@ pub struct Faults {
     pub pauses: u8,
     /// A client crashes (SIGKILL): its connections close and it never comes back.
     pub crashes: u8,
+    /// A request waiting to enter a Redis Cluster member's connection overtakes the one queued
+    /// before it on the same link (redis-rs's cluster connection keeps order only below 100
+    /// queued requests).
+    pub overtakes: u8,
 }
 
 /// The bounds and parameters of one model.

@@ -7,9 +7,9 @@
 //! [`system`]): per-master grants with the hold count and the fencing candidate, the majority,
 //! the validity with drift, the token's write-back, renewal, releases (confirmed, kept for a
 //! retry, or given up), undoing a failed attempt, and nested holds. Faults: messages delayed and reordered across links (each link
-//! keeps TCP's order), connections lost with what is in flight, masters restarted with or
-//! without their data, keys expiring early or late within the drift, clients paused and
-//! crashed.
+//! keeps TCP's order), a request overtaking another on its link (a Redis Cluster member),
+//! connections lost with what is in flight, masters restarted with or without their data, keys
+//! expiring early or late within the drift, clients paused and crashed.
 //!
 //! The promises of `docs/safety.md` are [`properties`]; the broken variants ([`Variant`]) are
 //! bugs the checker must catch, each with its counterexample.

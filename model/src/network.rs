@@ -1,6 +1,14 @@
 //! The messages between clients and masters, and the links that carry them. A link is one TCP
 //! connection: requests and replies each arrive in the order they were sent, any link may run
-//! ahead of any other, and a lost connection loses everything in flight on it.
+//! ahead of any other, and a lost connection loses everything in flight on it. One fault breaks
+//! the order of requests: on a Redis Cluster member, a request may overtake the one queued
+//! before it on its link (redis-rs's cluster connection keeps order only below 100 queued
+//! requests; [`Faults::overtakes`]).
+//!
+//! Every request but a new hold's acquisition names the hold it is for (the hold's own field in
+//! the lock hash), so a request of an earlier hold that arrives late finds no field of its own.
+//!
+//! [`Faults::overtakes`]: crate::config::Faults::overtakes
 
 use crate::config::Tick;
 use crate::master::Grant;
@@ -25,23 +33,27 @@ pub enum Request {
     Fence {
         /// Whether the client still awaits the answer.
         awaited: bool,
+        /// The new hold.
+        hold: u8,
         /// The token.
         token: u64,
     },
     /// `undo.lua`: take back an attempt that set the count to `expected_after`. Not awaited.
     Undo {
+        /// The hold the attempt was for.
+        hold: u8,
         /// The count the attempt would have set.
         expected_after: u8,
     },
-    /// `unlock.lua`: release one hold counted `expected`.
+    /// `unlock.lua`: release one acquisition of hold `hold`, counted `expected`.
     Unlock {
         /// Whether the client still awaits the answer.
         awaited: bool,
+        /// The hold released. Also the request id a retry repeats: only a final release leaves
+        /// a latch, and a hold has one final release.
+        hold: u8,
         /// The count before this release.
         expected: u8,
-        /// The request id a retry repeats (the hold's generation: only a final release leaves
-        /// a latch, and a hold has one final release).
-        request: u8,
     },
     /// `renew.lua` for hold `hold`.
     Renew {
@@ -51,7 +63,10 @@ pub enum Request {
         hold: u8,
     },
     /// `abandon.lua`: a hold given up. Not awaited.
-    Abandon,
+    Abandon {
+        /// The hold given up.
+        hold: u8,
+    },
 }
 
 /// A master's reply to a client.
@@ -80,7 +95,7 @@ impl Request {
             | Request::Fence { awaited, .. }
             | Request::Unlock { awaited, .. }
             | Request::Renew { awaited, .. } => *awaited,
-            Request::Undo { .. } | Request::Abandon => false,
+            Request::Undo { .. } | Request::Abandon { .. } => false,
         }
     }
 
@@ -91,7 +106,7 @@ impl Request {
             | Request::Fence { awaited, .. }
             | Request::Unlock { awaited, .. }
             | Request::Renew { awaited, .. } => *awaited = false,
-            Request::Undo { .. } | Request::Abandon => {}
+            Request::Undo { .. } | Request::Abandon { .. } => {}
         }
     }
 }
@@ -127,6 +142,11 @@ impl Link {
             }
         }
         self.replies.retain(|reply| reply.is_renewal() != renewal);
+    }
+
+    /// The request queued second runs before the one queued first.
+    pub fn overtake(&mut self) {
+        self.requests.swap(0, 1);
     }
 
     /// The connection drops: what was in flight is gone.

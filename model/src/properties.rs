@@ -8,11 +8,13 @@ use crate::system::{State, System};
 
 /// Two clients never believe they hold the lock at once (within the promise).
 pub const MUTUAL_EXCLUSION: &str = "mutual exclusion";
-/// Every belief is backed by a majority of masters holding the key until the belief ends.
+/// Every belief is backed by a majority of masters holding the believed hold's key until the
+/// belief ends.
 pub const BELIEF_BACKED: &str = "every belief is backed by a majority's TTL";
 /// A new hold's token exceeds every token handed out before its attempt began.
 pub const TOKENS_INCREASE: &str = "fencing tokens increase from holder to holder";
-/// No renewal of a hold runs on a master after the hold's final release ran there.
+/// No renewal of a hold runs on a master after the hold's final release ran there (where no
+/// request overtook another: there a renewal may run after the release, and renews nothing).
 pub const NO_RENEWAL_AFTER_RELEASE: &str = "no renewal reaches a master after its release there";
 /// A crashed holder's lock is free everywhere within a lease (plus drift).
 pub const CRASHED_HOLDER_FREES: &str = "a crashed holder's lock frees within its lease";
@@ -94,6 +96,8 @@ fn believers(state: &State) -> usize {
     state.clients.iter().filter(|c| c.believes()).count()
 }
 
+/// Only the believed hold's own keys count: a key of an earlier hold of the same owner's (a
+/// leftover, or one taken over) is not this hold's, and its own requests may delete it.
 fn belief_backed(system: &System, state: &State) -> bool {
     let config = &system.config;
     state.clients.iter().enumerate().all(|(client, c)| {
@@ -104,6 +108,7 @@ fn belief_backed(system: &System, state: &State) -> bool {
                 .filter(|m| {
                     m.lock.as_ref().is_some_and(|key| {
                         usize::from(key.owner) == client
+                            && key.hold == c.hold.generation
                             && key.expires_at >= c.hold.valid_until + config.drift
                     })
                 })
@@ -144,7 +149,9 @@ fn failed_attempt_leaves_no_key(system: &System, state: &State) -> bool {
 }
 
 /// No master holds a key of the hold `hold(client)` once nothing of that client is on its way
-/// to it, unless the connection or the master's data failed since the attempt began.
+/// to it, unless the connection or the master's data failed, or a request overtook another
+/// there, since the attempt began (an undo that overtakes its attempt finds nothing, and the
+/// late grant stays until its lease ends: liveness, not exclusion).
 fn no_key_left_of(
     system: &System,
     state: &State,

@@ -159,6 +159,25 @@ pub fn long_pause() -> Scenario {
     }
 }
 
+/// Requests to a Redis Cluster member reordered: one request overtakes the one queued before it
+/// on its link (a new hold's acquisition, say, overtaking the release of the same owner's
+/// earlier hold), while one client locks twice and the other contends.
+pub fn reordered() -> Scenario {
+    Scenario {
+        name: "reordered",
+        about: "2 clients, one locking twice; a request overtakes the one before it on its link",
+        config: Config {
+            locks: vec![2, 1],
+            max_time: 2,
+            faults: Faults {
+                overtakes: 1,
+                ..Faults::default()
+            },
+            ..base()
+        },
+    }
+}
+
 /// The scenarios CI checks.
 pub fn bounded() -> Vec<Scenario> {
     vec![
@@ -169,6 +188,7 @@ pub fn bounded() -> Vec<Scenario> {
         crashes(),
         restart_empty(),
         long_pause(),
+        reordered(),
     ]
 }
 
@@ -245,6 +265,7 @@ pub fn catching(variant: Variant) -> (Scenario, &'static str) {
         Variant::RenewalNotCancelled => (contention(), NO_RENEWAL_AFTER_RELEASE),
         Variant::LockWithoutExpiry => (crashes(), CRASHED_HOLDER_FREES),
         Variant::UndoOnlySeenGrants => (contention(), FAILED_ATTEMPT_LEAVES_NO_KEY),
+        Variant::HoldByOwnerOnly => (reordered(), MUTUAL_EXCLUSION),
     };
     (scenario.with_variant(variant), property)
 }

@@ -100,6 +100,13 @@ pub enum Action {
         /// Whose latch.
         client: usize,
     },
+    /// The second request queued on a link overtakes the first (on a Redis Cluster member).
+    Overtake {
+        /// The client.
+        client: usize,
+        /// The master.
+        master: usize,
+    },
     /// A connection drops with everything in flight on it.
     LoseConnection {
         /// The client.
@@ -206,6 +213,9 @@ impl System {
                     && state.faults.connection_losses < config.faults.connection_losses
                 {
                     actions.push(Action::LoseConnection { client, master });
+                }
+                if link.requests.len() >= 2 && state.faults.overtakes < config.faults.overtakes {
+                    actions.push(Action::Overtake { client, master });
                 }
                 let index = self.link(client, master);
                 if !link.requests.is_empty()
@@ -431,6 +441,15 @@ impl System {
                 next.faults.slow_links += 1;
                 next.slow |= 1 << self.link(client, master);
             }
+            Action::Overtake { client, master } => {
+                next.faults.overtakes += 1;
+                let link = self.link(client, master);
+                next.links[link].overtake();
+                // An undo that overtakes its attempt, or a release its hold's late grant, finds
+                // nothing: that grant stays until its lease ends (liveness, not exclusion).
+                next.clients[client].tainted |= 1 << master;
+                next.clients[client].overtaken |= 1 << master;
+            }
             Action::LoseConnection { client, master } => {
                 next.faults.connection_losses += 1;
                 let link = self.link(client, master);
@@ -555,7 +574,7 @@ impl System {
         if c.hold.pending {
             c.retries_left -= 1;
         }
-        let request = c.hold.generation;
+        let hold = c.hold.generation;
         let expected = c.hold.count;
         if expected == 1 {
             c.hold.releasing_final = true;
@@ -577,8 +596,8 @@ impl System {
         };
         self.send_where(state, client, asked, || Request::Unlock {
             awaited: true,
+            hold,
             expected,
-            request,
         });
     }
 
@@ -599,6 +618,7 @@ impl System {
     fn run(&self, state: &mut State, client: usize, master: usize) {
         let link = self.link(client, master);
         let request = state.links[link].requests.remove(0);
+        let config = &self.config;
         let owner = client as u8;
         let now = state.now;
         let reply = match request {
@@ -610,42 +630,43 @@ impl System {
                 hint,
             } => {
                 let clock = self.clock(state);
-                let grant = state.masters[master].acquire(
-                    &self.config,
-                    owner,
-                    hold,
-                    expected,
-                    lease,
-                    hint,
-                    now,
-                    clock,
-                );
+                let grant = state.masters[master]
+                    .acquire(config, owner, hold, expected, lease, hint, now, clock);
                 awaited.then_some(Reply::Acquire(grant))
             }
-            Request::Fence { awaited, token } => {
-                let written = state.masters[master].fence(owner, token);
+            Request::Fence {
+                awaited,
+                hold,
+                token,
+            } => {
+                let written = state.masters[master].fence(config, owner, hold, token);
                 awaited.then_some(Reply::Fence(written))
             }
-            Request::Undo { expected_after } => {
-                state.masters[master].undo(owner, expected_after);
+            Request::Undo {
+                hold,
+                expected_after,
+            } => {
+                state.masters[master].undo(config, owner, hold, expected_after);
                 None
             }
             Request::Unlock {
                 awaited,
+                hold,
                 expected,
-                request,
             } => {
-                let left = state.masters[master].unlock(owner, expected, request);
+                let left = state.masters[master].unlock(config, owner, hold, expected);
                 awaited.then_some(Reply::Unlock(left))
             }
             Request::Renew { awaited, hold } => {
                 let (renewed, after_release) =
-                    state.masters[master].renew(owner, hold, self.config.lease, now);
-                state.history.renewal_after_release |= after_release;
+                    state.masters[master].renew(config, owner, hold, config.lease, now);
+                // A renewal that a release overtook runs after it, and renews nothing.
+                let overtaken = state.clients[client].overtaken & (1 << master) != 0;
+                state.history.renewal_after_release |= after_release && !overtaken;
                 awaited.then_some(Reply::Renew(renewed))
             }
-            Request::Abandon => {
-                state.masters[master].abandon(owner);
+            Request::Abandon { hold } => {
+                state.masters[master].abandon(config, owner, hold);
                 None
             }
         };
@@ -767,6 +788,7 @@ impl System {
                 self.new_granted(state, client, &attempt, token, granted_new);
                 return;
             }
+            let hold = attempt.hold;
             self.settle(state, client, false);
             state.clients[client].op = Op::Fence {
                 attempt,
@@ -779,13 +801,17 @@ impl System {
             };
             self.send_where(state, client, granted_new, || Request::Fence {
                 awaited: true,
+                hold,
                 token,
             });
             return;
         }
         // Failed: undo wherever it may have landed.
         let expected_after = attempt.expected + 1;
-        self.send_where(state, client, landed, || Request::Undo { expected_after });
+        self.send_where(state, client, landed, || Request::Undo {
+            hold: attempt.hold,
+            expected_after,
+        });
         let c = &mut state.clients[client];
         c.op = Op::Idle;
         if attempt.expected == 0 {
@@ -828,6 +854,7 @@ impl System {
             granted | unanswered
         };
         self.send_where(state, client, landed, || Request::Undo {
+            hold: attempt.hold,
             expected_after: 1,
         });
         let c = &mut state.clients[client];
@@ -954,11 +981,14 @@ impl System {
         c.op = Op::Idle;
         if give_up {
             let live = !c.hold.lost;
+            let hold = c.hold.generation;
             c.hold.pending = false;
             c.lose();
             c.unwind_one();
             if live {
-                self.send_where(state, client, self.all_masters(), || Request::Abandon);
+                self.send_where(state, client, self.all_masters(), || Request::Abandon {
+                    hold,
+                });
             }
             return;
         }

@@ -66,6 +66,11 @@ fn tokens_increase_past_a_pause_longer_than_the_validity() {
 }
 
 #[test]
+fn reordered_requests_hold() {
+    holds(scenarios::reordered());
+}
+
+#[test]
 fn max_of_majority_tokens_without_write_back_are_caught() {
     caught(Variant::NoWriteBack);
 }
@@ -103,6 +108,11 @@ fn a_lock_without_expiry_is_caught() {
 #[test]
 fn undoing_only_the_grants_seen_is_caught() {
     caught(Variant::UndoOnlySeenGrants);
+}
+
+#[test]
+fn scripts_that_know_a_hold_by_its_owner_only_are_caught() {
+    caught(Variant::HoldByOwnerOnly);
 }
 
 /// The variants `enum Variant` declares, read from its source.

@@ -54,9 +54,10 @@ use crate::{
 /// running it again would count a hold twice); a redirection after a failover or resharding
 /// fails that one request and refreshes the slot map for the next. Requests to one shard keep
 /// their order while fewer than redis-rs's 100 wait to enter the connection; past that, their
-/// order is up to the scheduler, and an undo or a release that lands after the same owner's
-/// next acquisition deletes that new hold there (the scripts know a hold by owner and count
-/// only; docs/deployments.md says how to stay below the limit).
+/// order is up to the scheduler. The lock scripts name the hold in every request, so a late
+/// release or undo of an earlier hold never touches the next one; an undo that overtakes its
+/// own attempt leaves that attempt's grant to its lease (docs/deployments.md says how to stay
+/// below the limit).
 pub struct Node {
     index: usize,
     endpoint: Endpoint,

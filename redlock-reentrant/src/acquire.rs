@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redlock_core::quorum::{lease_millis, validity};
-use redlock_core::{Error, FanOut, LostReason, NodeErrorKind};
+use redlock_core::{Error, FanOut, LostReason, NodeErrorKind, OwnerToken};
 
 use crate::fencing::choose_token;
-use crate::hold::{AcquirePlan, Grant, LeaseMode};
+use crate::hold::{new_generation, AcquirePlan, Grant, LeaseMode};
 use crate::holds::{HoldGuard, Target};
 use crate::inner::Inner;
 use crate::lua::{AcquireReply, Applied, ACQUIRE, FENCE, UNDO};
@@ -53,14 +53,24 @@ pub(crate) async fn attempt(
     let plan = hold
         .plan_acquire()
         .map_err(|reason| Error::lock_lost(&target.name, reason))?;
-    let expected = match plan {
-        AcquirePlan::New => 0,
-        AcquirePlan::Nested { expected } => expected,
+    let (expected, generation) = match plan {
+        AcquirePlan::New => (0, new_generation()),
+        AcquirePlan::Nested { expected } => {
+            let generation = hold.generation().expect("a nested acquisition has a hold");
+            (expected, generation)
+        }
     };
+    let field = target.field(generation);
     // Registered before anything is sent, so the watchdog knows the hold the moment it exists;
     // dropped with the attempt if it does not complete.
-    let registration = (plan == AcquirePlan::New).then(|| inner.register(target));
-    let mut guard = AttemptGuard::arm(Arc::clone(inner), target.clone(), hold, expected + 1);
+    let registration = (plan == AcquirePlan::New).then(|| inner.register(target, &field));
+    let mut guard = AttemptGuard::arm(
+        Arc::clone(inner),
+        target.clone(),
+        field.clone(),
+        hold,
+        expected + 1,
+    );
 
     let config = inner.redlock.config();
     let timeout = config.node_timeout_for(lease);
@@ -70,10 +80,11 @@ pub(crate) async fn attempt(
         .replicated()
         .key(target.key())
         .key(&*inner.fence_key_of(target.key()))
-        .arg(target.owner())
+        .arg(field.as_str())
         .arg(lease_millis(lease))
         .arg(expected)
-        .arg(inner.token_hint());
+        .arg(inner.token_hint())
+        .arg(target.field_prefix());
     // Decided once a majority granted, or a majority answered and too few can still grant; the
     // replies still out may grant late, which the undo (queued behind them) takes back.
     let fan: FanOut<AcquireReply> = inner
@@ -117,7 +128,7 @@ pub(crate) async fn attempt(
                     .collect();
                 let granted_new =
                     |node: usize| matches!(fan.replies()[node], Ok(AcquireReply::NewHold { .. }));
-                write_back_token(inner, target, &candidates, timeout, granted_new).await
+                write_back_token(inner, target, &field, &candidates, timeout, granted_new).await
             }
             // A hold being re-entered always has its token.
             AcquirePlan::Nested { .. } => Ok((guard.hold().token().unwrap_or_default(), false)),
@@ -172,7 +183,7 @@ pub(crate) async fn attempt(
                 let grant = match registration {
                     Some(registration) => {
                         inner.counters.new_hold(written_back);
-                        hold.acquired_new(registration, token, mode, valid_until)
+                        hold.acquired_new(registration, generation, token, mode, valid_until)
                     }
                     None => hold.acquired_nested(mode, valid_until),
                 };
@@ -267,6 +278,7 @@ fn failure(
 async fn write_back_token(
     inner: &Inner,
     target: &Target,
+    field: &OwnerToken,
     candidates: &[u64],
     timeout: Duration,
     granted_new: impl Fn(usize) -> bool,
@@ -281,7 +293,7 @@ async fn write_back_token(
         .replicated()
         .key(target.key())
         .key(&*inner.fence_key_of(target.key()))
-        .arg(target.owner())
+        .arg(field.as_str())
         .arg(choice.token);
     // Only the nodes that granted this hold can take the write-back: the others would answer
     // "not held here" at best, and a paused one would cost a whole per-node timeout.
@@ -306,15 +318,24 @@ async fn write_back_token(
 struct AttemptGuard {
     inner: Arc<Inner>,
     target: Target,
+    /// The attempt's hold field (see [`Target::field`]).
+    field: OwnerToken,
     hold: Option<HoldGuard>,
     expected_after: u32,
 }
 
 impl AttemptGuard {
-    fn arm(inner: Arc<Inner>, target: Target, hold: HoldGuard, expected_after: u32) -> Self {
+    fn arm(
+        inner: Arc<Inner>,
+        target: Target,
+        field: OwnerToken,
+        hold: HoldGuard,
+        expected_after: u32,
+    ) -> Self {
         Self {
             inner,
             target,
+            field,
             hold: Some(hold),
             expected_after,
         }
@@ -337,6 +358,7 @@ impl AttemptGuard {
         undo(
             &self.inner,
             &self.target,
+            &self.field,
             self.expected_after,
             landed,
             seen,
@@ -352,10 +374,19 @@ impl Drop for AttemptGuard {
             return;
         };
         let (inner, target) = (Arc::clone(&self.inner), self.target.clone());
-        let expected_after = self.expected_after;
+        let (field, expected_after) = (self.field.clone(), self.expected_after);
         let cleanup = async move {
             // Dropped before the answers came: it may have landed anywhere, on a majority too.
-            undo(&inner, &target, expected_after, |_| true, |_| false, true).await;
+            undo(
+                &inner,
+                &target,
+                &field,
+                expected_after,
+                |_| true,
+                |_| false,
+                true,
+            )
+            .await;
             drop(hold);
         };
         redlock_core::spawn_cleanup(cleanup);
@@ -372,6 +403,7 @@ impl Drop for AttemptGuard {
 async fn undo(
     inner: &Inner,
     target: &Target,
+    field: &OwnerToken,
     expected_after: u32,
     landed: impl Fn(usize) -> bool,
     seen: impl Fn(usize) -> bool,
@@ -381,7 +413,7 @@ async fn undo(
     let call = UNDO
         .call()
         .key(target.key())
-        .arg(target.owner())
+        .arg(field.as_str())
         .arg(expected_after)
         .arg(if announce { target.channel() } else { "" })
         .arg(inner.request_id())

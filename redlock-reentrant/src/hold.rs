@@ -125,6 +125,13 @@ impl ReleasePlan {
 
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
+/// A generation no attempt of this process had: one per attempt at a new hold. It names the
+/// hold on the nodes too (its field, see `Target::field`), so a request of an earlier hold
+/// that arrives late never counts for, or deletes, a later one.
+pub(crate) fn new_generation() -> u64 {
+    NEXT_GENERATION.fetch_add(1, Ordering::Relaxed)
+}
+
 impl Hold {
     /// How many acquisitions of the hold are not released (or unwound) yet.
     pub(crate) fn count(&self) -> u32 {
@@ -203,10 +210,12 @@ impl Hold {
         }
     }
 
-    /// A new hold was granted by a majority, valid until `valid_until`.
+    /// A new hold, the attempt of `generation`, was granted by a majority, valid until
+    /// `valid_until`.
     pub(crate) fn acquired_new(
         &mut self,
         registration: Registration,
+        generation: u64,
         token: u64,
         mode: LeaseMode,
         valid_until: Instant,
@@ -216,7 +225,7 @@ impl Hold {
             LeaseMode::Fixed(lease) => registration.activate_fixed(valid_until, lease),
         }
         let held = Held {
-            generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
+            generation,
             token,
             leases: vec![mode],
             registration,
@@ -456,6 +465,7 @@ mod tests {
         assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
         let grant = hold.acquired_new(
             watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
+            new_generation(),
             7,
             mode,
             later(secs),
@@ -600,6 +610,7 @@ mod tests {
         let mut hold = Hold::Free;
         let grant = hold.acquired_new(
             watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
+            new_generation(),
             7,
             LeaseMode::Fixed(Duration::from_millis(1)),
             Instant::now(),
@@ -616,6 +627,7 @@ mod tests {
         let mut again = Hold::Free;
         again.acquired_new(
             watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
+            new_generation(),
             8,
             LeaseMode::Fixed(Duration::from_millis(1)),
             Instant::now(),
@@ -645,6 +657,7 @@ mod tests {
             let mut hold = hold;
             let grant = hold.acquired_new(
                 watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
+                new_generation(),
                 8,
                 LeaseMode::Watchdog,
                 later(30),

@@ -12,11 +12,27 @@ use tokio::sync::OwnedMutexGuard;
 
 use crate::hold::Hold;
 
-/// Which hold: a lock key and an owner field.
+/// Which hold: a lock key and an owner.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct HoldKey {
     pub(crate) key: Arc<str>,
     pub(crate) owner: OwnerToken,
+}
+
+impl HoldKey {
+    /// The hash field that names this owner's hold of `generation` on the nodes: the owner, and
+    /// the hold. Every request of a hold names it, so one that arrives late (after a reconnect,
+    /// or overtaken in a Redis Cluster member's queue) never counts for, or deletes, a later
+    /// hold of the same owner: to the nodes, that is another holder.
+    pub(crate) fn field(&self, generation: u64) -> OwnerToken {
+        OwnerToken::from_string(format!("{}{generation}", self.field_prefix()))
+    }
+
+    /// What every field of this owner's holds starts with (an owner token has no `:` after its
+    /// id, so no other owner's fields start with it).
+    pub(crate) fn field_prefix(&self) -> String {
+        format!("{}:", self.owner.as_str())
+    }
 }
 
 /// One owner's hold of one lock, as this process knows it.
@@ -259,8 +275,14 @@ impl Target {
         &self.hold.key
     }
 
-    pub(crate) fn owner(&self) -> &str {
-        self.hold.owner.as_str()
+    /// The hash field of this owner's hold of `generation` (see [`HoldKey::field`]).
+    pub(crate) fn field(&self, generation: u64) -> OwnerToken {
+        self.hold.field(generation)
+    }
+
+    /// What every field of this owner's holds starts with (see [`HoldKey::field_prefix`]).
+    pub(crate) fn field_prefix(&self) -> String {
+        self.hold.field_prefix()
     }
 
     pub(crate) fn channel(&self) -> &str {

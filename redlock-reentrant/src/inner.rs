@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::{Error, InvalidArgument, Redlock};
+use redlock_core::{Error, InvalidArgument, OwnerToken, Redlock};
 use redlock_watchdog::{Registration, RenewScript, Watchdog};
 
 use crate::fencing_stats::FencingCounters;
@@ -65,12 +65,13 @@ impl Inner {
         self.closed.store(true, Ordering::Release);
     }
 
-    /// Registers a new hold of `target` with the watchdog, renewed by this lock kind's script.
-    pub(crate) fn register(&self, target: &Target) -> Registration {
+    /// Registers a new hold of `target`, named `field` on the nodes, with the watchdog, renewed
+    /// by this lock kind's script.
+    pub(crate) fn register(&self, target: &Target, field: &OwnerToken) -> Registration {
         self.watchdog.register(
             RenewScript::new(&crate::lua::RENEW),
             target.key(),
-            target.hold.owner.clone(),
+            field.clone(),
         )
     }
 

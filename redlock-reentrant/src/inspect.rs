@@ -58,8 +58,8 @@ pub struct LockStatus {
     /// has its own; see docs/fencing.md): every token handed out so far is at most this. `None`
     /// when no node that answered has a counter.
     pub fencing_counter: Option<u64>,
-    /// A majority of all the nodes hold the lock for one and the same owner: it is held, not
-    /// split between rival attempts (which are undone at once, or expire with their lease).
+    /// A majority of all the nodes hold the lock for one and the same hold (one owner's): it is
+    /// held, not split between rival attempts (which are undone at once, or expire with their lease).
     pub held_by_one_owner: bool,
     /// The nodes that answered.
     pub answered: usize,
@@ -80,11 +80,18 @@ impl LockStatus {
 pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspection, Error> {
     inner.check_open()?;
     inner.check_request(&target.name, inner.watchdog.timeout())?;
+    // The count asked for is this owner's current hold's; with none, no field has the bare
+    // owner's name, and the count is 0.
+    let generation = inner
+        .holds
+        .get(&target.hold)
+        .and_then(|cell| cell.generation());
+    let field = generation.map_or_else(|| target.hold.owner.clone(), |g| target.field(g));
     let call = INSPECT
         .call()
         .key(target.key())
         .key(&*inner.fence_key_of(target.key()))
-        .arg(target.owner());
+        .arg(field.as_str());
     let timeout = inner.node_timeout();
     let mut fan: FanOut<Inspected> = inner.redlock.nodes().run_script(&call, timeout).await;
     if let Some(found) = fan.wrong_type() {

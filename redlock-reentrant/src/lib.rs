@@ -3,8 +3,9 @@
 //! Use it when one holder at a time must do something across many processes and hosts: a
 //! cron job that must run once, an order processed once, a migration that must not race.
 //!
-//! - **Reentrant**: one Redis hash per lock; the field is the owner (client UUID + tokio task),
-//!   the value the hold count. Nested `lock()` in the same task counts up.
+//! - **Reentrant**: one Redis hash per lock; the field names the hold (its owner, client UUID +
+//!   tokio task, and the hold's number), the value the hold count. Nested `lock()` in the same
+//!   task counts up.
 //! - **Renewed while the holder lives**: `lock()` takes the watchdog lease (30 s) and one task
 //!   per client renews it every 10 s; when the process dies, the lock frees within 30 s.
 //! - **Told when lost**: every hold has a lost signal ([`LockGuard::lost`], a

@@ -73,7 +73,7 @@ pub(crate) enum OwnerSource {
 }
 
 impl OwnerSource {
-    /// The owner field for this call.
+    /// The owner for this call (the fields of its holds start with it, see `HoldKey::field`).
     ///
     /// Inside a tokio task: `{client}:task-{id}`. Outside any task (`Runtime::block_on`, which
     /// drives its future on the calling thread and never moves it): `{client}:thread-{id}`.

@@ -16,10 +16,11 @@ use crate::{Error, LockClient, LockGuard, LockOwner};
 
 /// A reentrant distributed lock, Redisson's `RLock` for tokio.
 ///
-/// One Redis hash per lock on each master: the field is the owner (this client's UUID plus the
-/// current tokio task, or an explicit [`LockOwner`]), the value the hold count. Nested
-/// acquisition by the same owner counts up; each [`RLock::unlock`] counts down; the lock frees at
-/// zero. Another task, even of the same client, is another owner and waits.
+/// One Redis hash per lock on each master: the field names the hold (its owner, this client's
+/// UUID plus the current tokio task or an explicit [`LockOwner`], and the hold's number), the
+/// value the hold count. Nested acquisition by the same owner counts up; each
+/// [`RLock::unlock`] counts down; the lock frees at zero. Another task, even of the same
+/// client, is another owner and waits.
 ///
 /// Every operation runs on the quorum of the client's masters. Waiters sleep until the holder's
 /// release is announced by pub/sub (or its lease runs out); they do not poll a holder. One

@@ -88,9 +88,10 @@ impl OwedRelease {
                     let mut hold = self.inner.holds.lock(&self.target.hold).await;
                     self.owed = false;
                     hold.refresh();
-                    if hold.generation() == self.generation && hold.give_up(LostReason::QuorumLost)
-                    {
-                        abandon(&self.inner, &self.target).await;
+                    if let Some(generation) = self.generation.filter(|_| {
+                        hold.generation() == self.generation && hold.give_up(LostReason::QuorumLost)
+                    }) {
+                        abandon(&self.inner, &self.target, generation).await;
                     }
                     return Err(err);
                 }
@@ -186,17 +187,18 @@ fn plan(
     generation: Option<u64>,
     inner: &Inner,
 ) -> Result<(HoldGuard, ReleasePlan), Error> {
+    let current = hold.generation();
     match hold.plan_release(generation, || inner.request_id()) {
         Ok(plan) => Ok((hold, plan)),
         Err(Refusal::NotOwner) => Err(Error::NotOwner {
             name: target.name.to_string(),
         }),
         Err(Refusal::Lost(reason)) => {
-            if matches!(*hold, Hold::Free) {
+            if let Some(lost) = current.filter(|_| matches!(*hold, Hold::Free)) {
                 // The lost hold's last acquisition is unwound: what is left of it on the nodes
                 // (a fixed lease told early, renewals that reached a minority) goes now, not
                 // when its lease ends. Sent while the hold is still locked.
-                clear_leftovers(inner, target);
+                clear_leftovers(inner, target, lost);
             }
             Err(Error::lock_lost(&target.name, reason))
         }
@@ -209,8 +211,8 @@ fn plan(
 /// owner reaches each node after it; the replies are left to a spawned task. Never retried:
 /// a retry would be sent after that acquisition. Where nothing answers, the keys expire with
 /// their lease, as they would have.
-fn clear_leftovers(inner: &Inner, target: &Target) {
-    let call = abandon_call(inner, target);
+fn clear_leftovers(inner: &Inner, target: &Target, generation: u64) {
+    let call = abandon_call(inner, target, generation);
     let redlock = inner.redlock.clone();
     let timeout = inner.node_timeout();
     let mut sending = Box::pin(async move {
@@ -281,6 +283,17 @@ impl InFlight {
         let timeout = inner.node_timeout();
         let latch = format!("{}:unlock:{}", target.key(), self.plan.request);
         let last = self.plan.is_final();
+        let live = matches!(self.hold(), Hold::Held(_));
+        let Some(generation) = self.hold().generation().filter(|_| live) else {
+            // Given up while this release was dropped half-way (its re-run, in a spawned task):
+            // nothing is left to send.
+            let reason = self.hold().lost_signal().and_then(|lost| lost.reason());
+            return Err(Error::lock_lost(
+                &target.name,
+                reason.unwrap_or(LostReason::QuorumLost),
+            ));
+        };
+        let field = target.field(generation);
         #[cfg(feature = "sabotage")]
         let unlock_script: &redlock_core::LockScript = if crate::sabotage::release_without_compare()
         {
@@ -294,7 +307,7 @@ impl InFlight {
             .call()
             .key(target.key())
             .key(&latch)
-            .arg(target.owner())
+            .arg(field.as_str())
             .arg(target.channel())
             .arg(&self.plan.request)
             .arg(lease_millis(inner.latch_ttl()))
@@ -333,7 +346,7 @@ impl InFlight {
                     OnNoQuorum::KeepHold => self.hold().release_unanswered(),
                     OnNoQuorum::GiveUp => {
                         if self.hold().give_up(LostReason::QuorumLost) {
-                            abandon(&inner, &target).await;
+                            abandon(&inner, &target, generation).await;
                         }
                     }
                 }
@@ -483,13 +496,14 @@ fn spawn_or_else<T, F>(
     });
 }
 
-/// The deletion of the lock where this owner holds it (`ABANDON`, announced to waiters).
-fn abandon_call(inner: &Inner, target: &Target) -> ScriptCall {
+/// The deletion of the lock where this owner's hold of `generation` holds it (`ABANDON`,
+/// announced to waiters).
+fn abandon_call(inner: &Inner, target: &Target, generation: u64) -> ScriptCall {
     ABANDON
         .call()
         .arg(inner.request_id())
         .key(target.key())
-        .arg(target.owner())
+        .arg(target.field(generation).as_str())
         .arg(target.channel())
         .by_source()
         .releasing()
@@ -498,10 +512,10 @@ fn abandon_call(inner: &Inner, target: &Target) -> ScriptCall {
 /// Deletes the lock where this owner holds it (a hold given up), retried until a majority
 /// answered; where that fails, it expires within its lease. Runs while the caller still has the
 /// hold, so this owner's next acquisition is sent after the deletion on every node's connection.
-async fn abandon(inner: &Inner, target: &Target) {
+async fn abandon(inner: &Inner, target: &Target, generation: u64) {
     let config = inner.redlock.config();
     let timeout = inner.node_timeout();
-    let call = abandon_call(inner, target);
+    let call = abandon_call(inner, target, generation);
     let fan: FanOut<u64> = config
         .retry
         .retry(
@@ -562,25 +576,25 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
     let mut held = Vec::new();
     for key in inner.holds.keys() {
         let mut hold = inner.holds.lock(&key).await;
-        if !matches!(*hold, Hold::Free) {
+        if let Some(generation) = hold.generation() {
             hold.shut_down();
-            held.push((key, hold));
+            held.push((key.field(generation), key, hold));
         }
     }
     let batch_size = inner.watchdog.config().batch_size;
     let message = inner.request_id();
     // A batch keeps to one hash slot when a node is a Redis Cluster member.
     let config = inner.redlock.config();
-    held.sort_by_key(|(key, _)| config.slot_of(&key.key));
+    held.sort_by_key(|(_, key, _)| config.slot_of(&key.key));
     let calls: Vec<_> = held
-        .chunk_by(|(a, _), (b, _)| config.slot_of(&a.key) == config.slot_of(&b.key))
+        .chunk_by(|(_, a, _), (_, b, _)| config.slot_of(&a.key) == config.slot_of(&b.key))
         .flat_map(|slot| slot.chunks(batch_size))
         .map(|batch| {
             batch.iter().fold(
                 ABANDON.call().arg(&message).by_source().releasing(),
-                |call, (key, _)| {
+                |call, (field, key, _)| {
                     call.key(&*key.key)
-                        .arg(key.owner.as_str())
+                        .arg(field.as_str())
                         .arg(channel_of(&key.key))
                 },
             )

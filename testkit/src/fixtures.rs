@@ -50,7 +50,7 @@ pub fn pttls(cluster: &RedisCluster, key: &str) -> Vec<i64> {
         .collect()
 }
 
-/// The hash at `key` (a reentrant lock: owner field -> hold count) on every running node, in
+/// The hash at `key` (a reentrant lock: hold field, its owner and number -> hold count) on every running node, in
 /// whatever map type the caller wants it as.
 pub fn hashes<T: redis::FromRedisValue>(cluster: &RedisCluster, key: &str) -> Vec<T> {
     cluster

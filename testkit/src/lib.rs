@@ -81,7 +81,7 @@ pub use introspect::{
     client_connections, command_calls, kill_pubsub_clients, parse_commandstats, pubsub_clients,
     reset_command_stats, shard_subscribers, subscribers,
 };
-pub use monitor::Monitor;
+pub use monitor::{monitored_command, Monitor};
 pub use nemesis::{FaultKind, Nemesis};
 pub use outcome::Outcome;
 pub use proxy::{Fault, FaultProxy, ProxyGrid};

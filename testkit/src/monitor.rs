@@ -101,11 +101,68 @@ impl Monitor {
     }
 }
 
+/// The command of one `MONITOR` line, its name first, each argument unquoted, to send again:
+/// `+1700000000.123456 [0 127.0.0.1:40000] "EVALSHA" "ab" "1"` gives `EVALSHA`, `ab`, `1`.
+/// `None` for a line that records no command.
+pub fn monitored_command(line: &str) -> Option<Vec<Vec<u8>>> {
+    let mut bytes = line.get(line.find("] \"")? + 2..)?.bytes();
+    let mut args = Vec::new();
+    while let Some(quote) = bytes.next() {
+        match quote {
+            b' ' => continue,
+            b'"' => {}
+            _ => return None,
+        }
+        let mut arg = Vec::new();
+        loop {
+            match bytes.next()? {
+                b'"' => break,
+                b'\\' => arg.push(match bytes.next()? {
+                    b'n' => b'\n',
+                    b'r' => b'\r',
+                    b't' => b'\t',
+                    b'a' => 0x07,
+                    b'b' => 0x08,
+                    b'x' => {
+                        let hex = [bytes.next()?, bytes.next()?];
+                        u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?
+                    }
+                    other => other,
+                }),
+                byte => arg.push(byte),
+            }
+        }
+        args.push(arg);
+    }
+    (!args.is_empty()).then_some(args)
+}
+
 impl Drop for Monitor {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::monitored_command;
+
+    #[test]
+    fn a_monitored_command_is_unquoted() {
+        let line = r#"+1700000000.123456 [0 127.0.0.1:40000] "EVALSHA" "a\"b" "x\x01\\" "1""#;
+        let command = monitored_command(line).expect("a command");
+        assert_eq!(
+            command,
+            vec![
+                b"EVALSHA".to_vec(),
+                b"a\"b".to_vec(),
+                b"x\x01\\".to_vec(),
+                b"1".to_vec()
+            ]
+        );
+        assert_eq!(monitored_command("+OK"), None);
     }
 }

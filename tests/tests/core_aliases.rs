@@ -47,8 +47,9 @@ async fn a_server_reached_under_two_names_votes_once() {
         .await
         .expect("the addresses differ");
 
-    // The reentrant script grants the owner's own field again on a second copy: without the
-    // check, the one live master would be two votes of three.
+    // Without the check, the one live master would answer for two of the three (the reentrant
+    // script no longer grants a second copy of an attempt, but two answers still look like a
+    // majority answering).
     let taken = client
         .get_lock("report")
         .try_lock(Duration::ZERO, None)

@@ -74,7 +74,7 @@ async fn hold_count(lock: &RLock) -> u32 {
     }
 }
 
-/// The holder (owner field, hold count) of the lock hash on each running node, `None` where the
+/// The holder (hold field, hold count) of the lock hash on each running node, `None` where the
 /// key is absent: a Redlock hold needs a majority of nodes, not all of them (a node that was
 /// slow during the acquisition may have missed it). No node may have two owners.
 fn owners(cluster: &RedisCluster, key: &str) -> Vec<Option<(String, String)>> {

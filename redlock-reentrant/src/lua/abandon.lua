@@ -1,6 +1,6 @@
 -- Give up every nested hold of many locks at once (client shutdown), and announce each release.
 -- Mirrored by the model checker's `Master::abandon` (model/src/master.rs): change both.
--- KEYS[i]: a lock hash. ARGV[1]: the release message. ARGV[2i]: the owner of KEYS[i].
+-- KEYS[i]: a lock hash. ARGV[1]: the release message. ARGV[2i]: the hold's field in KEYS[i].
 -- ARGV[2i + 1]: the channel of KEYS[i].
 -- Returns how many of the locks were this process's and were deleted.
 local released = 0

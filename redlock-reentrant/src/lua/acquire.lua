@@ -1,14 +1,21 @@
 -- Take or re-enter a reentrant lock on one node.
 -- Mirrored by the model checker's `Master::acquire` (model/src/master.rs): change both.
--- KEYS[1]: the lock hash (field = owner, value = hold count). KEYS[2]: the node's fencing counter.
--- ARGV[1]: the owner. ARGV[2]: the lease in milliseconds. ARGV[3]: the hold count the owner
--- expects to find here (0 for a new hold). ARGV[4]: the smallest fencing candidate the client
--- wants (the token after the largest it has seen; 0 for none).
+-- KEYS[1]: the lock hash (field = the hold: its owner and generation; value = hold count).
+-- KEYS[2]: the node's fencing counter.
+-- ARGV[1]: the hold's field (a new one for each attempt at a new hold, so a late request of an
+-- earlier hold never touches a later one). ARGV[2]: the lease in milliseconds. ARGV[3]: the
+-- hold count the owner expects to find here (0 for a new hold). ARGV[4]: the smallest fencing
+-- candidate the client wants (the token after the largest it has seen; 0 for none). ARGV[5]:
+-- the owner's prefix of its holds' fields (`{owner}:`).
 -- Returns {status, value, holder}:
 --   {1, candidate, ''}  a new hold; candidate is this node's fencing-token candidate
 --   {2, count, ''}      a reentrant acquisition; count is the new hold count
 --   {0, pttl, holder}   held by another owner (holder: its field) for pttl more milliseconds
---   {3, count, ''}      this owner's count here is not the expected one (the hold was lost here)
+--   {3, count, ''}      the hold's count here is not the expected one (the hold was lost here,
+--                       or this is a second copy of a new hold's request: counted once)
+-- A new hold takes over what is left of an earlier hold of the same owner (one it gave up as
+-- lost, or whose fixed lease ran out): the owner asks for a new hold only when it holds none,
+-- and a late request of the earlier hold names that hold's field, gone from then on.
 -- A key of another type, or a hash without an expiry (never one of ours), is an error.
 -- A reentrant acquisition never shortens the lease: the hold keeps the longest one asked for.
 -- Fewest calls on the common paths: PTTL tells a free key (-2) and a key without an expiry
@@ -62,11 +69,12 @@ if pttl < 0 then
 end
 held = tonumber(held or '0')
 if held == 0 then
-    return {0, pttl, redis.call('hkeys', KEYS[1])[1] or ''}
-end
-if expected == 0 then
-    -- A leftover field of this owner's (an earlier hold it gave up as lost): a new hold.
-    return new_hold()
+    local holder = redis.call('hkeys', KEYS[1])[1] or ''
+    if expected == 0 and string.sub(holder, 1, #ARGV[5]) == ARGV[5] then
+        redis.call('del', KEYS[1])
+        return new_hold()
+    end
+    return {0, pttl, holder}
 end
 if held ~= expected then
     return {3, held, ''}

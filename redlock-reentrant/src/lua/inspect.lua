@@ -1,9 +1,10 @@
 -- What one node knows of a reentrant lock.
--- KEYS[1]: the lock hash. KEYS[2]: the node's fencing counter. ARGV[1]: the owner asking.
+-- KEYS[1]: the lock hash. KEYS[2]: the node's fencing counter. ARGV[1]: the asking owner's hold
+-- field.
 -- Returns {exists (0/1), the asking owner's hold count, pttl in milliseconds (-2 when absent),
 -- the holder's hold count (the largest field; 0 when free), the fencing counter ('' when none),
--- the holder's digest (the SHA-1 of its owner field when one owner holds it here, '' otherwise:
--- it tells nodes held by one owner from a split, and no owner token leaves the server)}.
+-- the holder's digest (the SHA-1 of its hold field when one hold has it here, '' otherwise:
+-- it tells nodes held by one hold from a split, and no owner token leaves the server)}.
 -- A key of another type, or a hash without an expiry (never one of ours), is an error.
 local counter = redis.call('get', KEYS[2]) or ''
 local kind = redis.call('type', KEYS[1])['ok']

@@ -2,9 +2,10 @@
 -- contract is redlock-watchdog's RenewScript); never recreates a lock that is gone, and never
 -- shortens a lease (a nested acquisition may have set a longer fixed one).
 -- Mirrored by the model checker's `Master::renew` (model/src/master.rs): change both.
--- KEYS[i]: a lock hash. ARGV[1]: the lease in milliseconds. ARGV[i + 1]: the owner field of KEYS[i].
--- Returns one integer per key: 1 when the owner holds it and its lease now runs at least ARGV[1]
--- more, 0 when that owner no longer holds it (expired, released, force-unlocked, or the key is
+-- KEYS[i]: a lock hash. ARGV[1]: the lease in milliseconds. ARGV[i + 1]: the hold's field in
+-- KEYS[i].
+-- Returns one integer per key: 1 when the hold is there and its lease now runs at least ARGV[1]
+-- more, 0 when that hold is not there any more (expired, released, force-unlocked, or the key is
 -- not a lock hash).
 local lease = tonumber(ARGV[1])
 local renewed = {}

@@ -1,7 +1,8 @@
 -- Undo one acquisition attempt on one node, only if it landed: idempotent.
 -- Mirrored by the model checker's `Master::undo` (model/src/master.rs): change both.
--- KEYS[1]: the lock hash. ARGV[1]: the owner. ARGV[2]: the count the attempt would have set.
--- ARGV[3]: the lock's channel, or '' to announce nothing. ARGV[4]: the release message.
+-- KEYS[1]: the lock hash. ARGV[1]: the attempt's hold field. ARGV[2]: the count the attempt
+-- would have set. ARGV[3]: the lock's channel, or '' to announce nothing. ARGV[4]: the release
+-- message.
 -- An attempt that landed on fewer nodes than a majority was never anyone's lock: its undo
 -- announces nothing, so waiters are not woken for a release that did not happen.
 -- Returns 1 when the attempt was undone here, 0 when there was nothing to undo (a key of

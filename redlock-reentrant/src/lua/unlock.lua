@@ -2,10 +2,10 @@
 -- announces it to waiters. A retried request gets the answer of the first.
 -- Mirrored by the model checker's `Master::unlock` (model/src/master.rs): change both.
 -- KEYS[1]: the lock hash. KEYS[2]: this request's latch key.
--- ARGV[1]: the owner. ARGV[2]: the lock's channel. ARGV[3]: the release message.
+-- ARGV[1]: the hold's field. ARGV[2]: the lock's channel. ARGV[3]: the release message.
 -- ARGV[4]: how long the latch remembers a final release, in milliseconds.
--- ARGV[5]: the owner's hold count before this release.
--- Returns the holds left (0: the lock is free), or -1 when the owner does not hold it here.
+-- ARGV[5]: the hold's count before this release.
+-- Returns the holds left (0: the lock is free), or -1 when the hold is not here.
 local expected = tonumber(ARGV[5])
 local held = redis.pcall('hget', KEYS[1], ARGV[1])
 if type(held) == 'table' then
