@@ -27,14 +27,18 @@ pub enum Variant {
     /// A failed attempt is undone only on the masters seen to grant it, not on those that did
     /// not answer.
     UndoOnlySeenGrants,
-    /// The scripts know a hold by its owner and count only (an owner's leftover field is taken
-    /// over by its next hold): a late release or undo of an earlier hold deletes the next one.
+    /// The scripts know a hold by its owner and count only: a late release or undo of an
+    /// earlier hold deletes the next one, which took over the earlier one's field.
     HoldByOwnerOnly,
+    /// A final release succeeds only once a majority released it: answers that prove no
+    /// majority can still hold it (some released, the rest not held, one silent) leave it
+    /// undecided, and `unlock` fails with a majority of masters up.
+    FinalReleaseNeedsMajorityReleased,
 }
 
 impl Variant {
     /// Every broken variant.
-    pub const BROKEN: [Variant; 9] = [
+    pub const BROKEN: [Variant; 10] = [
         Variant::NoWriteBack,
         Variant::NoValidityCheck,
         Variant::ReleaseOnlyBelievedLocked,
@@ -44,6 +48,7 @@ impl Variant {
         Variant::LockWithoutExpiry,
         Variant::UndoOnlySeenGrants,
         Variant::HoldByOwnerOnly,
+        Variant::FinalReleaseNeedsMajorityReleased,
     ];
 }
 

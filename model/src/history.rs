@@ -19,4 +19,6 @@ pub struct History {
     pub nested: bool,
     /// A renewal round extended a hold's validity.
     pub renewed: bool,
+    /// A final release that a majority of masters answered timed out undecided.
+    pub final_release_undecided: bool,
 }

@@ -106,16 +106,18 @@ impl Master {
             // What is left of an earlier hold of this owner's (one it gave up as lost, or whose
             // fixed lease ran out): the owner asks for a new hold only when it has none, so the
             // new hold takes it over. Its late requests name the earlier hold, gone from here.
+            // Only an earlier one: a late attempt of an earlier hold finds a later hold in its
+            // way.
             Some(key)
                 if expected == 0
-                    && (key.hold != hold || config.variant == Variant::HoldByOwnerOnly) =>
+                    && (key.hold < hold || config.variant == Variant::HoldByOwnerOnly) =>
             {
                 self.new_hold(config, owner, hold, lease, hint, now, clock)
             }
             // This very attempt's field: a copy of its request ran first, and granted already.
-            Some(_) if expected == 0 => Grant::Mismatch,
-            // A nested acquisition finding another hold of this owner's: `acquire.lua` answers
-            // with that holder, as for another owner.
+            Some(key) if expected == 0 && key.hold == hold => Grant::Mismatch,
+            // Another hold of this owner's, found by a nested acquisition or by a late attempt
+            // of an earlier hold: `acquire.lua` answers with that holder, as for another owner.
             Some(key) if !key.is_of(config, owner, hold) => Grant::HeldByOther,
             Some(key) if key.count != expected => Grant::Mismatch,
             Some(key) => {
@@ -353,6 +355,11 @@ mod tests {
         // A nested acquisition names its hold too.
         assert_eq!(
             master.acquire(&config, 0, 1, 1, 4, 0, 0, 1_000),
+            Grant::HeldByOther
+        );
+        // And a late attempt of an earlier hold never takes a later one over.
+        assert_eq!(
+            master.acquire(&config, 0, 1, 0, 4, 0, 0, 1_000),
             Grant::HeldByOther
         );
     }

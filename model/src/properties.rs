@@ -23,6 +23,10 @@ pub const NEVER_COUNTED_UNWATCHED: &str = "no hold is counted but unwatched";
 /// A release a majority confirmed leaves no key of the hold on a master it reached.
 pub const RELEASE_LEAVES_NO_KEY: &str = "a confirmed release leaves no key where it ran";
 
+/// A final release that a majority of masters answered is decided (Redlock's liveness: with a
+/// majority up, clients can release locks).
+pub const FINAL_RELEASE_DECIDED: &str = "a final release a majority answered is decided";
+
 /// A failed attempt leaves no key on a master its undo reached.
 pub const FAILED_ATTEMPT_LEAVES_NO_KEY: &str = "a failed attempt leaves no key where its undo ran";
 
@@ -51,6 +55,9 @@ pub fn for_config(config: &Config) -> Vec<Property<System>> {
         Property::always(NEVER_COUNTED_UNWATCHED, never_counted_unwatched),
         Property::always(RELEASE_LEAVES_NO_KEY, release_leaves_no_key),
         Property::always(FAILED_ATTEMPT_LEAVES_NO_KEY, failed_attempt_leaves_no_key),
+        Property::always(FINAL_RELEASE_DECIDED, |_, state: &State| {
+            !state.history.final_release_undecided
+        }),
         Property::sometimes(REACH_HOLD, |_, state: &State| {
             state.clients.iter().any(|c| c.believes())
         }),

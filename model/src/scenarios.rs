@@ -265,6 +265,7 @@ pub fn catching(variant: Variant) -> (Scenario, &'static str) {
         Variant::RenewalNotCancelled => (contention(), NO_RENEWAL_AFTER_RELEASE),
         Variant::LockWithoutExpiry => (crashes(), CRASHED_HOLDER_FREES),
         Variant::UndoOnlySeenGrants => (contention(), FAILED_ATTEMPT_LEAVES_NO_KEY),
+        Variant::FinalReleaseNeedsMajorityReleased => (contention(), FINAL_RELEASE_DECIDED),
         Variant::HoldByOwnerOnly => (reordered(), MUTUAL_EXCLUSION),
     };
     (scenario.with_variant(variant), property)

@@ -944,12 +944,20 @@ impl System {
         let missing = (0..self.config.masters)
             .filter(|&m| has(asked, m) && answers[m].is_none())
             .count();
-        let c = &mut state.clients[client];
+        let count = state.clients[client].hold.count;
         let lost = released + missing < quorum || refused >= quorum;
         // A final release is done once every reply is in or timed out and no majority can
         // still hold it for this owner: only the silent masters might (`decide` in
         // redlock-reentrant's unlock.rs).
-        let final_done = c.hold.count == 1 && timed_out && missing < quorum;
+        let final_done = count == 1
+            && timed_out
+            && missing < quorum
+            && self.config.variant != Variant::FinalReleaseNeedsMajorityReleased;
+        let decided = released >= quorum || lost || final_done;
+        if timed_out && !decided && count == 1 && released + refused >= quorum {
+            state.history.final_release_undecided = true;
+        }
+        let c = &mut state.clients[client];
         if released >= quorum || (!lost && final_done) {
             c.op = Op::Idle;
             c.hold.pending = false;

@@ -111,6 +111,11 @@ fn undoing_only_the_grants_seen_is_caught() {
 }
 
 #[test]
+fn a_final_release_that_needs_a_majority_released_is_caught() {
+    caught(Variant::FinalReleaseNeedsMajorityReleased);
+}
+
+#[test]
 fn scripts_that_know_a_hold_by_its_owner_only_are_caught() {
     caught(Variant::HoldByOwnerOnly);
 }

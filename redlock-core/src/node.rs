@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 use crate::cluster::{hash_slot, is_cluster_url, seeds};
 use crate::{
     ConnectError, InvalidArgument, LockScript, NodeAddress, NodeError, NodeErrorKind, ReplicaAcks,
-    ScriptCall,
+    RetryPolicy, ScriptCall,
 };
 
 /// One independent Redis master.
@@ -50,14 +50,14 @@ use crate::{
 /// **A Redis Cluster member** (`redis+cluster://`) is one vote like a standalone master. Its
 /// requests go through one redis-rs cluster connection, which routes each by its first key's
 /// slot (every key of a lock shares the lock's hash tag) and follows the cluster's topology.
-/// It never sends a request twice (no retries: a script whose reply was lost may have run, and
-/// running it again would count a hold twice); a redirection after a failover or resharding
-/// fails that one request and refreshes the slot map for the next. Requests to one shard keep
-/// their order while fewer than redis-rs's 100 wait to enter the connection; past that, their
-/// order is up to the scheduler. The lock scripts name the hold in every request, so a late
-/// release or undo of an earlier hold never touches the next one; an undo that overtakes its
-/// own attempt leaves that attempt's grant to its lease (docs/deployments.md says how to stay
-/// below the limit).
+/// redis-rs never sends a request twice (no retries: a script whose reply was lost may have
+/// run, and running it again would count a hold twice); the client sends one again itself only
+/// when its slot moves (`TRYAGAIN`, `ASK`, `MOVED`: it ran none of it, see `until_run`). Requests
+/// to one shard keep their order while fewer than redis-rs's 100 wait to enter the connection
+/// and no slot moves; past that, their order is up to the scheduler. The lock scripts name the
+/// hold in every request, so a late release or undo of an earlier hold never touches the next
+/// one, and a late attempt never takes over a later hold; what reordering costs is a grant no
+/// one holds, until its lease ends (docs/deployments.md).
 pub struct Node {
     index: usize,
     endpoint: Endpoint,
@@ -110,21 +110,32 @@ impl Sender {
     async fn send(self, cmd: &Cmd, slot: Option<u16>) -> RedisResult<Value> {
         match self {
             Sender::Multiplexed(mut connection) => connection.send_packed_command(cmd).await,
-            Sender::Cluster(mut connection) => match slot {
-                Some(slot) => {
-                    let route = Route::new(slot, SlotAddr::Master);
-                    let routing =
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                    connection.route_command(cmd.clone(), routing).await
-                }
-                // A probe asks one node, not every one: a shard without a master (during a
-                // failover) must not keep the member's healthy shards from being asked.
-                None if is_ping(cmd) => {
-                    let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-                    connection.route_command(cmd.clone(), routing).await
-                }
-                None => connection.req_packed_command(cmd).await,
-            },
+            Sender::Cluster(connection) => {
+                until_run(|| {
+                    let mut connection = connection.clone();
+                    async move {
+                        match slot {
+                            Some(slot) => {
+                                let route = Route::new(slot, SlotAddr::Master);
+                                let routing = RoutingInfo::SingleNode(
+                                    SingleNodeRoutingInfo::SpecificNode(route),
+                                );
+                                connection.route_command(cmd.clone(), routing).await
+                            }
+                            // A probe asks one node, not every one: a shard without a master
+                            // (during a failover) must not keep the member's healthy shards
+                            // from being asked.
+                            None if is_ping(cmd) => {
+                                let routing =
+                                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                                connection.route_command(cmd.clone(), routing).await
+                            }
+                            None => connection.req_packed_command(cmd).await,
+                        }
+                    }
+                })
+                .await
+            }
         }
     }
 
@@ -141,20 +152,20 @@ impl Sender {
                 connection.send_packed_commands(&pipeline, 0, count).await
             }
             Sender::Cluster(mut connection) => {
-                let sent = match slot {
-                    Some(slot) => {
-                        let route = Route::new(slot, SlotAddr::Master);
-                        connection
-                            .route_pipeline(
-                                pipeline,
-                                0,
-                                count,
-                                SingleNodeRoutingInfo::SpecificNode(route),
-                            )
-                            .await
+                let sent = until_run(|| {
+                    let (mut connection, pipeline) = (connection.clone(), pipeline.clone());
+                    async move {
+                        match slot {
+                            Some(slot) => {
+                                let route = Route::new(slot, SlotAddr::Master);
+                                let route = SingleNodeRoutingInfo::SpecificNode(route);
+                                connection.route_pipeline(pipeline, 0, count, route).await
+                            }
+                            None => connection.req_packed_commands(&pipeline, 0, count).await,
+                        }
                     }
-                    None => connection.req_packed_commands(&pipeline, 0, count).await,
-                };
+                })
+                .await;
                 match sent {
                     // A pipeline's "task gone" is a bare broken pipe, which a shard's dropped
                     // connection can give too: a single command tells the two apart (its
@@ -171,6 +182,51 @@ impl Sender {
             }
         }
     }
+}
+
+/// Sends a request to a Redis Cluster member (`send`, once per try) until the member runs it:
+/// a request refused because its slot moves (`TRYAGAIN` or `ASK` while the slot migrates,
+/// `MOVED` once it moved) never ran, and is sent again after a short pause, for as long as the
+/// request is out (its caller's per-node timeout; a release's patience). So a lock whose slot
+/// moves waits out the migration rather than failing for all of it. An `ASK` is not followed
+/// to the importing node: it refuses a script there until every key of the lock has arrived
+/// (`TRYAGAIN`), and the slot's new owner takes it once the migration is done. Nothing else is
+/// sent again: `WAIT`, the second command of a replicated write's pipeline, has no key and
+/// never gets these answers, so a pipeline refused with one of them ran none of its commands.
+///
+/// A request sent again is sent after whatever was queued meanwhile: a late release or undo
+/// of an earlier hold finds another hold (the lock scripts name the hold), and an undo that
+/// overtakes its own attempt leaves that attempt's grant to its lease (docs/deployments.md).
+async fn until_run<T, F>(mut send: impl FnMut() -> F) -> RedisResult<T>
+where
+    F: Future<Output = RedisResult<T>>,
+{
+    let mut pauses = RetryPolicy {
+        retries: 0,
+        base_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(100),
+    }
+    .backoff()
+    .unbounded();
+    loop {
+        match send().await {
+            Err(err) if not_run_for_now(&err) => {
+                let pause = pauses.next_delay().unwrap_or(Duration::from_millis(100));
+                tokio::time::sleep(pause).await;
+            }
+            sent => return sent,
+        }
+    }
+}
+
+/// Whether a cluster member refused a request because its slot moves: it ran none of it.
+fn not_run_for_now(err: &RedisError) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::TryAgain
+        )
+    )
 }
 
 /// Whether a server refused a command as one its user may not run or it does not have.
@@ -458,8 +514,8 @@ impl Node {
         if is_cluster_url(url) {
             let seeds: Arc<[String]> = seeds(url).map_err(&unusable)?.into();
             // No retries: redis-rs would send a request again after a lost reply, and a
-            // script that ran twice counts a hold twice. A redirection fails its request and
-            // refreshes the slot map; the quorum and the caller's retry policy do the rest.
+            // script that ran twice counts a hold twice. A redirection refreshes the slot map,
+            // and only a request refused because its slot moves is sent again (`until_run`).
             // No response timeout of its own: each request has the caller's per-node timeout.
             let client = ClusterClientBuilder::new(seeds.iter().map(String::as_str))
                 .retries(0)

@@ -59,7 +59,7 @@ impl RedisCluster {
     ///
     /// The first error of [`RedisServerBuilder::try_start`]; the servers that did start are killed.
     pub fn try_start_with(n: usize, builder: &RedisServerBuilder) -> Result<Self, HarnessError> {
-        let results = in_parallel(n, || builder.try_start());
+        let results = in_parallel(n, |_| builder.try_start());
         // Collecting drops (and so kills) every started server if one failed.
         let nodes = results.into_iter().collect::<Result<Vec<_>, _>>()?;
         Ok(Self { nodes })
@@ -170,9 +170,10 @@ impl RedisCluster {
 
 /// `start` run `n` times at once, one thread each (servers take a while to come up): the
 /// results in order. A panic in one run is raised again here.
-pub(crate) fn in_parallel<T: Send>(n: usize, start: impl Fn() -> T + Sync) -> Vec<T> {
+pub(crate) fn in_parallel<T: Send>(n: usize, start: impl Fn(usize) -> T + Sync) -> Vec<T> {
     thread::scope(|scope| {
-        let handles: Vec<_> = (0..n).map(|_| scope.spawn(&start)).collect();
+        let start = &start;
+        let handles: Vec<_> = (0..n).map(|i| scope.spawn(move || start(i))).collect();
         handles
             .into_iter()
             .map(|handle| {

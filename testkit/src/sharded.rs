@@ -79,8 +79,32 @@ impl ShardedCluster {
         replicas: usize,
         args: &[&str],
     ) -> Result<Self, HarnessError> {
+        Self::try_start_with_each(masters, replicas, |_| args.to_vec())
+    }
+
+    /// Starts and joins a cluster whose server `i` gets `args(i)` too: a mixed cluster, one
+    /// server without the commands of a newer version, say. The first `masters` servers are
+    /// the masters, `redis-cli --cluster create` giving them the slots in that order.
+    ///
+    /// # Panics
+    ///
+    /// As [`ShardedCluster::start`].
+    pub fn start_with_each<'a>(
+        masters: usize,
+        replicas: usize,
+        args: impl Fn(usize) -> Vec<&'a str> + Sync,
+    ) -> Self {
+        Self::try_start_with_each(masters, replicas, args)
+            .unwrap_or_else(|err| panic!("failed to start a Redis Cluster: {err}"))
+    }
+
+    fn try_start_with_each<'a>(
+        masters: usize,
+        replicas: usize,
+        args: impl Fn(usize) -> Vec<&'a str> + Sync,
+    ) -> Result<Self, HarnessError> {
         let count = masters * (1 + replicas);
-        let started = in_parallel(count, || cluster_node(args));
+        let started = in_parallel(count, |i| cluster_node(&args(i)));
         let cluster = Self {
             nodes: started.into_iter().collect::<Result<Vec<_>, _>>()?,
         };
@@ -233,7 +257,7 @@ impl RedisCluster {
     /// If a server cannot start or its cluster does not come up within 30 s.
     pub fn start_single_shard_clusters(n: usize) -> Self {
         let started: Result<Vec<RedisServer>, HarnessError> =
-            in_parallel(n, || cluster_node(&[])).into_iter().collect();
+            in_parallel(n, |_| cluster_node(&[])).into_iter().collect();
         let nodes = started.unwrap_or_else(|err| panic!("a cluster-mode server: {err}"));
         for node in &nodes {
             let _: () = redis::cmd("CLUSTER")

@@ -39,6 +39,12 @@ fn is_release(command: &Command) -> bool {
         .is_some_and(|latch| latch.windows(8).any(|part| part == b":unlock:"))
 }
 
+/// A new hold's attempt (`acquire.lua`, expected count 0): two keys, its hold field, the lease,
+/// the count, the fencing hint and the owner's prefix.
+fn is_new_attempt(command: &Command) -> bool {
+    command.len() == 10 && command[2] == b"2" && !is_release(command) && command[7] == b"0"
+}
+
 /// An undo (`undo.lua`): one key and four arguments (an attempt has two keys, a renewal batch
 /// one key and two arguments).
 fn is_undo(command: &Command) -> bool {
@@ -163,6 +169,32 @@ async fn a_late_undo_of_an_earlier_attempt_leaves_the_same_owners_next_hold_alon
         fields(&cluster, 0),
         before,
         "the late undo deleted the next hold on node 0"
+    );
+    lock.unlock().await.expect("released");
+    holder.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_attempt_of_an_earlier_hold_never_takes_the_same_owners_next_hold_over() {
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster, WATCHDOG).await;
+    let owner = holder.new_owner();
+    let lock = holder.get_lock(NAME).with_owner(&owner);
+    let monitor = Monitor::start(cluster.node(0).port()).expect("MONITOR");
+
+    lock.lock().await.expect("the first hold");
+    let attempt = recorded(&monitor, is_new_attempt).await;
+    lock.unlock().await.expect("released");
+    lock.lock().await.expect("the next hold");
+    assert!(eventually_async(WATCHDOG, || fields(&cluster, 0).len() == 1).await);
+    let before = fields(&cluster, 0);
+    // The first hold's attempt arrives again (overtaken, sent again while its slot moved).
+    replay(&cluster, 0, &attempt);
+
+    assert_eq!(
+        fields(&cluster, 0),
+        before,
+        "the late attempt took the next hold over on node 0"
     );
     lock.unlock().await.expect("released");
     holder.shutdown().await;

@@ -15,7 +15,9 @@
 --                       or this is a second copy of a new hold's request: counted once)
 -- A new hold takes over what is left of an earlier hold of the same owner (one it gave up as
 -- lost, or whose fixed lease ran out): the owner asks for a new hold only when it holds none,
--- and a late request of the earlier hold names that hold's field, gone from then on.
+-- and a late request of the earlier hold names that hold's field, gone from then on. Only an
+-- earlier one (a smaller number after the prefix): a late attempt of an earlier hold finds a
+-- later hold in its way, as any other holder.
 -- A key of another type, or a hash without an expiry (never one of ours), is an error.
 -- A reentrant acquisition never shortens the lease: the hold keeps the longest one asked for.
 -- Fewest calls on the common paths: PTTL tells a free key (-2) and a key without an expiry
@@ -71,8 +73,12 @@ held = tonumber(held or '0')
 if held == 0 then
     local holder = redis.call('hkeys', KEYS[1])[1] or ''
     if expected == 0 and string.sub(holder, 1, #ARGV[5]) == ARGV[5] then
-        redis.call('del', KEYS[1])
-        return new_hold()
+        local earlier = tonumber(string.sub(holder, #ARGV[5] + 1))
+        local this = tonumber(string.sub(ARGV[1], #ARGV[5] + 1))
+        if earlier and this and earlier < this then
+            redis.call('del', KEYS[1])
+            return new_hold()
+        end
     end
     return {0, pttl, holder}
 end
