@@ -107,11 +107,11 @@ impl Wire {
 impl Sender {
     /// Sends `cmd`; on a cluster, to the master of `slot` when given (commands without a key,
     /// like `WAIT`), else wherever its first key routes it.
-    async fn send(self, cmd: &Cmd, slot: Option<u16>) -> RedisResult<Value> {
+    async fn send(self, cmd: &Cmd, slot: Option<u16>, budget: Duration) -> RedisResult<Value> {
         match self {
             Sender::Multiplexed(mut connection) => connection.send_packed_command(cmd).await,
             Sender::Cluster(connection) => {
-                until_run(|| {
+                until_run(budget, || {
                     let mut connection = connection.clone();
                     async move {
                         match slot {
@@ -146,13 +146,14 @@ impl Sender {
         pipeline: redis::Pipeline,
         count: usize,
         slot: Option<u16>,
+        budget: Duration,
     ) -> RedisResult<Vec<Value>> {
         match self {
             Sender::Multiplexed(mut connection) => {
                 connection.send_packed_commands(&pipeline, 0, count).await
             }
             Sender::Cluster(mut connection) => {
-                let sent = until_run(|| {
+                let sent = until_run(budget, || {
                     let (mut connection, pipeline) = (connection.clone(), pipeline.clone());
                     async move {
                         match slot {
@@ -185,22 +186,15 @@ impl Sender {
 }
 
 /// Sends a request to a Redis Cluster member (`send`, once per try) until the member runs it:
-/// a request refused because its slot moves (`TRYAGAIN` or `ASK` while the slot migrates,
-/// `MOVED` once it moved) never ran, and is sent again after a short pause, for as long as the
-/// request is out (its caller's per-node timeout; a release's patience). So a lock whose slot
-/// moves waits out the migration rather than failing for all of it. An `ASK` is not followed
-/// to the importing node: it refuses a script there until every key of the lock has arrived
-/// (`TRYAGAIN`), and the slot's new owner takes it once the migration is done. Nothing else is
-/// sent again: `WAIT`, the second command of a replicated write's pipeline, has no key and
-/// never gets these answers, so a pipeline refused with one of them ran none of its commands.
-///
-/// A request sent again is sent after whatever was queued meanwhile: a late release or undo
-/// of an earlier hold finds another hold (the lock scripts name the hold), and an undo that
-/// overtakes its own attempt leaves that attempt's grant to its lease (docs/deployments.md).
-async fn until_run<T, F>(mut send: impl FnMut() -> F) -> RedisResult<T>
+/// a request refused because its slot moves never ran, and is sent again after a short pause,
+/// within `budget` (its per-node timeout); past it, the refusal is the answer (a slot left
+/// migrating by an aborted resharding fails its locks as before, not as a silent member).
+/// docs/deployments.md says why an `ASK` is not followed and what resending costs in order.
+async fn until_run<T, F>(budget: Duration, mut send: impl FnMut() -> F) -> RedisResult<T>
 where
     F: Future<Output = RedisResult<T>>,
 {
+    let started = tokio::time::Instant::now();
     let mut pauses = RetryPolicy {
         retries: 0,
         base_delay: Duration::from_millis(10),
@@ -212,6 +206,9 @@ where
         match send().await {
             Err(err) if not_run_for_now(&err) => {
                 let pause = pauses.next_delay().unwrap_or(Duration::from_millis(100));
+                if started.elapsed() + pause >= budget {
+                    return Err(err);
+                }
                 tokio::time::sleep(pause).await;
             }
             sent => return sent,
@@ -906,7 +903,8 @@ impl Link {
                     match request {
                         Request::Script(script) if last => {
                             let variant = script.variant(self.cluster);
-                            let resent = queue_cmd(&mut state, variant.eval(), None, script.slot);
+                            let resent =
+                                queue_cmd(&mut state, variant.eval(), None, script.slot, timeout);
                             let confirmation = queue_wait(self, &mut state, script, timeout);
                             Some((resent, confirmation))
                         }
@@ -984,19 +982,32 @@ fn queue(link: &Link, state: &mut State, request: &Request, timeout: Duration) -
                 !link.cluster && !script.by_source && state.cached_scripts.contains(variant.sha);
             if link.cluster {
                 if let Some(wait) = wait_for(link, script, timeout) {
-                    return queue_confirmed(state, variant.eval(), wait, variant.sha, script.slot);
+                    return queue_confirmed(
+                        state,
+                        variant.eval(),
+                        wait,
+                        variant.sha,
+                        script.slot,
+                        timeout,
+                    );
                 }
             }
             let mut queued = if by_sha {
                 let evalsha = Arc::clone(&variant.evalsha);
-                queue_cmd(state, evalsha, Some((variant.sha, true)), None)
+                queue_cmd(state, evalsha, Some((variant.sha, true)), None, timeout)
             } else {
-                queue_cmd(state, variant.eval(), Some((variant.sha, false)), None)
+                queue_cmd(
+                    state,
+                    variant.eval(),
+                    Some((variant.sha, false)),
+                    None,
+                    timeout,
+                )
             };
             queued.confirmation = queue_wait(link, state, script, timeout);
             queued
         }
-        Request::Command(cmd) => queue_cmd(state, Arc::clone(cmd), None, None),
+        Request::Command(cmd) => queue_cmd(state, Arc::clone(cmd), None, None, timeout),
     }
 }
 
@@ -1014,7 +1025,7 @@ fn queue_wait(
     request_timeout: Duration,
 ) -> Option<Confirmation> {
     let (wait, replicas) = wait_for(link, script, request_timeout)?;
-    let queued = queue_cmd(state, Arc::new(wait), None, script.slot);
+    let queued = queue_cmd(state, Arc::new(wait), None, script.slot, request_timeout);
     state.queued -= 1;
     Some((queued.reply, replicas))
 }
@@ -1046,6 +1057,7 @@ fn queue_confirmed(
     (wait, replicas): (Cmd, usize),
     sha: &'static str,
     slot: Option<u16>,
+    budget: Duration,
 ) -> Queued {
     use futures_util::FutureExt;
 
@@ -1054,7 +1066,7 @@ fn queue_confirmed(
     let connection = state.connection.as_ref().map(Wire::sender);
     let both = async move {
         match connection {
-            Some(sender) => sender.send_pipeline(pipeline, 2, slot).await,
+            Some(sender) => sender.send_pipeline(pipeline, 2, slot, budget).await,
             None => Err(RedisError::from(std::io::Error::from(
                 std::io::ErrorKind::NotConnected,
             ))),
@@ -1092,11 +1104,12 @@ fn queue_cmd(
     cmd: Arc<Cmd>,
     script: Option<(&'static str, bool)>,
     slot: Option<u16>,
+    budget: Duration,
 ) -> Queued {
     let connection = state.connection.as_ref().map(Wire::sender);
     let reply: Reply = Box::pin(tokio::task::unconstrained(async move {
         match connection {
-            Some(sender) => sender.send(&cmd, slot).await,
+            Some(sender) => sender.send(&cmd, slot, budget).await,
             None => Err(RedisError::from(std::io::Error::from(
                 std::io::ErrorKind::NotConnected,
             ))),
@@ -1302,6 +1315,52 @@ mod tests {
 
     const URL: &str = "rediss://:topsecret@127.0.0.1:6380";
     const SHOWN: &str = "rediss://:***@127.0.0.1:6380";
+
+    fn refused(kind: ServerErrorKind) -> RedisError {
+        RedisError::from((ErrorKind::Server(kind), "refused"))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_refused_while_its_slot_moves_is_sent_until_it_runs() {
+        let tries = std::cell::Cell::new(0);
+        let sent = until_run(Duration::from_secs(1), || {
+            tries.set(tries.get() + 1);
+            let answer = match tries.get() {
+                1 => Err(refused(ServerErrorKind::TryAgain)),
+                2 => Err(refused(ServerErrorKind::Ask)),
+                3 => Err(refused(ServerErrorKind::Moved)),
+                _ => Ok(7),
+            };
+            async move { answer }
+        })
+        .await;
+        assert_eq!(sent.ok(), Some(7));
+        assert_eq!(tries.get(), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_its_budget_the_refusal_is_the_answer_and_other_errors_at_once() {
+        let started = tokio::time::Instant::now();
+        let tries = std::cell::Cell::new(0);
+        let sent: RedisResult<()> = until_run(Duration::from_millis(500), || {
+            tries.set(tries.get() + 1);
+            async { Err(refused(ServerErrorKind::TryAgain)) }
+        })
+        .await;
+        assert!(sent.is_err_and(|err| err.kind() == ErrorKind::Server(ServerErrorKind::TryAgain)));
+        assert!(started.elapsed() < Duration::from_millis(500));
+        assert!(tries.get() > 3, "sent {} times", tries.get());
+
+        // A script that may have run (here: an error of its own) is never sent again.
+        let tries = std::cell::Cell::new(0);
+        let sent: RedisResult<()> = until_run(Duration::from_secs(1), || {
+            tries.set(tries.get() + 1);
+            async { Err(refused(ServerErrorKind::ResponseError)) }
+        })
+        .await;
+        assert!(sent.is_err());
+        assert_eq!(tries.get(), 1);
+    }
 
     /// Whether this build of redis-rs speaks TLS. Built alone (`cargo test -p redlock-core
     /// --lib`), it does only with `tls-rustls`; in a workspace build another crate turns that

@@ -3,8 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-/// Who holds a lock: a unique value stored in the lock (a plain lock's value, a reentrant
-/// lock's hash field). The owner value of every lock of the workspace.
+/// Who holds a lock: a unique value stored in the lock (a plain lock's value; a reentrant
+/// lock's hash field starts with it, followed by the hold's number). The owner value of every
+/// lock of the workspace.
 ///
 /// A plain lock's token is a fresh random UUID v4 per acquisition; only the holder knows it, so
 /// only the holder can release or extend. The reentrant lock's owners are its client's UUID

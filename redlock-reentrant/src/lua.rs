@@ -139,7 +139,7 @@ pub(crate) struct Inspected {
     pub(crate) holder_count: u32,
     /// The node's fencing counter, when it has one.
     pub(crate) counter: Option<u64>,
-    /// A digest of the holder's owner when one owner holds the lock here (never the owner).
+    /// A digest of the holder's hold field when one hold has the lock here (never the field).
     pub(crate) holder: Option<String>,
 }
 

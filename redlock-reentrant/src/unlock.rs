@@ -205,12 +205,12 @@ fn plan(
     }
 }
 
-/// Deletes the lock on every node where this owner still holds it (`ABANDON`), once: the
+/// Deletes the lock on every node where this hold still has it (`ABANDON`), once: the
 /// leftovers of a hold that was lost and is now unwound. Placed on every node's connection
-/// before this returns, and called with the hold locked, so a later acquisition by the same
-/// owner reaches each node after it; the replies are left to a spawned task. Never retried:
-/// a retry would be sent after that acquisition. Where nothing answers, the keys expire with
-/// their lease, as they would have.
+/// before this returns, with the hold locked, so it usually reaches each node before the
+/// owner's next acquisition (which would otherwise find the leftovers and take them over); the
+/// replies are left to a spawned task. Where nothing answers, the keys expire with their lease,
+/// as they would have.
 fn clear_leftovers(inner: &Inner, target: &Target, generation: u64) {
     let call = abandon_call(inner, target, generation);
     let redlock = inner.redlock.clone();
@@ -509,9 +509,9 @@ fn abandon_call(inner: &Inner, target: &Target, generation: u64) -> ScriptCall {
         .releasing()
 }
 
-/// Deletes the lock where this owner holds it (a hold given up), retried until a majority
-/// answered; where that fails, it expires within its lease. Runs while the caller still has the
-/// hold, so this owner's next acquisition is sent after the deletion on every node's connection.
+/// Deletes the lock where this hold has it (a hold given up), retried until a majority
+/// answered; where that fails, it expires within its lease. It names the given-up hold, so a
+/// copy that lands after the owner's next acquisition finds another hold and changes nothing.
 async fn abandon(inner: &Inner, target: &Target, generation: u64) {
     let config = inner.redlock.config();
     let timeout = inner.node_timeout();

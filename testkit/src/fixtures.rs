@@ -50,6 +50,20 @@ pub fn pttls(cluster: &RedisCluster, key: &str) -> Vec<i64> {
         .collect()
 }
 
+/// Another owner's hold of the lock hash `key` on node `node`, as its grant leaves it: the
+/// field `owner` with a count of 1, for a minute (longer than any scenario runs).
+///
+/// # Panics
+///
+/// If the node does not answer.
+pub fn rival_hold(cluster: &RedisCluster, node: usize, key: &str, owner: &str) {
+    redis::pipe()
+        .hset(key, owner, 1)
+        .pexpire(key, 60_000)
+        .query::<()>(&mut cluster.node(node).connection())
+        .expect("seed the rival's hold");
+}
+
 /// The hash at `key` (a reentrant lock: hold field, its owner and number -> hold count) on every running node, in
 /// whatever map type the caller wants it as.
 pub fn hashes<T: redis::FromRedisValue>(cluster: &RedisCluster, key: &str) -> Vec<T> {

@@ -120,9 +120,72 @@ pub fn kill_pubsub_clients(server: &RedisServer) -> i64 {
         .unwrap_or_else(|e| panic!("CLIENT KILL on port {}: {e}", server.port()))
 }
 
+/// Closes every RESP3 connection of the server (the pub/sub connections of a Redis Cluster
+/// member's waiters, whose requests speak RESP2), subscribed or idle; returns how many.
+///
+/// # Panics
+///
+/// If the server does not answer.
+pub fn kill_resp3_clients(server: &RedisServer) -> usize {
+    let mut connection = server.connection();
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut connection)
+        .unwrap_or_else(|e| panic!("CLIENT LIST on port {}: {e}", server.port()));
+    let ids: Vec<&str> = clients
+        .lines()
+        .filter(|client| client.split_whitespace().any(|field| field == "resp=3"))
+        .filter_map(|client| client.strip_prefix("id=")?.split(' ').next())
+        .collect();
+    for id in &ids {
+        let _: redis::Value = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(id)
+            .query(&mut connection)
+            .unwrap_or_else(|e| panic!("CLIENT KILL on port {}: {e}", server.port()));
+    }
+    ids.len()
+}
+
+/// How many requests the server refused with each error code so far (`INFO errorstats`):
+/// `TRYAGAIN`, `ASK`, `NOPERM`, ...
+///
+/// # Panics
+///
+/// If the server does not answer.
+pub fn error_counts(server: &RedisServer) -> BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query(&mut server.connection())
+        .unwrap_or_else(|e| panic!("INFO errorstats on port {}: {e}", server.port()));
+    parse_errorstats(&info).into_iter().collect()
+}
+
+/// `errorstat_CODE:count=N` lines of `INFO errorstats`.
+pub fn parse_errorstats(info: &str) -> Vec<(String, u64)> {
+    info.lines()
+        .filter_map(|line| {
+            let (code, rest) = line.strip_prefix("errorstat_")?.split_once(':')?;
+            let count = rest.strip_prefix("count=")?.split(',').next()?.trim();
+            Some((code.to_owned(), count.parse().ok()?))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errorstats_lines_are_read() {
+        let info =
+            "# Errorstats\r\nerrorstat_ERR:count=224\r\nerrorstat_TRYAGAIN:count=2\r\nnoise\r\n";
+        assert_eq!(
+            parse_errorstats(info),
+            vec![("ERR".to_owned(), 224), ("TRYAGAIN".to_owned(), 2)]
+        );
+    }
 
     #[test]
     fn commandstats_lines_are_read() {

@@ -73,13 +73,14 @@ pub use error::{HarnessError, INSTALL_HINT};
 pub use fault_run::{actor, one_scenario_at_a_time, FaultRun, RunConfig};
 pub use fenced::{Access, FencedClient, FencedResource};
 pub use fixtures::{
-    error_chain, eventually, eventually_async, hashes, pttls, seeded_rng, test_seed,
+    error_chain, eventually, eventually_async, hashes, pttls, rival_hold, seeded_rng, test_seed,
 };
 pub use history::History;
 pub use holder::HolderProcess;
 pub use introspect::{
-    client_connections, command_calls, kill_pubsub_clients, parse_commandstats, pubsub_clients,
-    reset_command_stats, shard_subscribers, subscribers,
+    client_connections, command_calls, error_counts, kill_pubsub_clients, kill_resp3_clients,
+    parse_commandstats, parse_errorstats, pubsub_clients, reset_command_stats, shard_subscribers,
+    subscribers,
 };
 pub use monitor::{monitored_command, Monitor};
 pub use nemesis::{FaultKind, Nemesis};

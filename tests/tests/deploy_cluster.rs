@@ -1,6 +1,7 @@
 //! Redis Cluster as a quorum member, on real clusters (3 masters and 3 replicas, joined by
 //! `redis-cli --cluster create`): reentrancy with every key of a lock in its slot, waiters woken
-//! through shard channels (and plain channels where those are missing), the watchdog, a killed
+//! through shard channels (and plain channels where those are missing, chosen again for each
+//! pub/sub connection), the watchdog, a killed
 //! holder process, replica acknowledgements (`WAIT`), a failover under a held lock and under a
 //! waiter, and a quorum of three independent clusters.
 //!
@@ -12,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use redlock_reentrant::{Error, LockClient, LockClientBuilder, RLock, ReplicaAcks, RetryPolicy};
 use redlock_testkit::{
-    eventually_async, shard_subscribers, subscribers as plain_subscribers, HolderProcess,
-    ShardedCluster,
+    eventually_async, kill_resp3_clients, shard_subscribers, subscribers as plain_subscribers,
+    HolderProcess, ShardedCluster,
 };
 use redlock_tests::spawn_waiter;
 
@@ -220,18 +221,33 @@ async fn plain_channels_wake_waiters_where_shard_channels_are_missing() {
 async fn handover_is_woken_by_the_release(cluster: &ShardedCluster, sharded: bool) {
     let holder = client_of(vec![cluster.url()]).await;
     let waiting = client_of(vec![cluster.url()]).await;
-    let held = holder.get_lock("handover");
+    handover(cluster, &holder, &waiting, "handover", sharded).await;
+    holder.shutdown().await;
+    waiting.shutdown().await;
+}
+
+/// `holder` holds `name` with a 60 s lease while a client of `waiting` waits for it on a shard
+/// channel (`sharded`) or a plain one, then releases: only the release message can wake the
+/// waiter long before its 30 s fallback. The waiter unlocks what it got.
+async fn handover(
+    cluster: &ShardedCluster,
+    holder: &LockClient,
+    waiting: &LockClient,
+    name: &str,
+    sharded: bool,
+) {
+    let held = holder.get_lock(name);
     held.lock_with_lease(Duration::from_secs(60))
         .await
         .expect("held");
-    let waiter = spawn_waiter(waiting.get_lock("handover"), Duration::from_secs(30));
-    let channel = format!("{}:released", key_of(&holder, "handover"));
+    let waiter = spawn_waiter(waiting.get_lock(name), Duration::from_secs(30));
+    let channel = format!("{}:released", key_of(holder, name));
     let expected = if sharded { (1, 0) } else { (0, 1) };
     assert!(
         eventually_async(Duration::from_secs(10), || subscribers(cluster, &channel)
             == expected)
         .await,
-        "the waiter subscribes ({} channel): {:?}",
+        "the waiter subscribes to {name} ({} channel): {:?}",
         if sharded { "shard" } else { "plain" },
         subscribers(cluster, &channel)
     );
@@ -251,6 +267,45 @@ async fn handover_is_woken_by_the_release(cluster: &ShardedCluster, sharded: boo
         .await,
         "the last waiter's subscription is dropped"
     );
+}
+
+/// Shard or plain channels are chosen for each pub/sub connection, not once for the life of
+/// the process: after a shard refused `SSUBSCRIBE` as a command it does not have (a Redis 6
+/// server during a rolling upgrade), the next connection tries shard channels again, and a
+/// release another shard announces with `SPUBLISH` wakes its waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_pubsub_connection_tries_shard_channels_again_after_a_refusal() {
+    // Server 0, a master, is still "Redis 6": no shard channels.
+    let old_server = [
+        "--rename-command",
+        "SSUBSCRIBE",
+        "",
+        "--rename-command",
+        "SPUBLISH",
+        "",
+    ];
+    let cluster = ShardedCluster::start_with_each(3, 0, |i| {
+        if i == 0 {
+            old_server.to_vec()
+        } else {
+            Vec::new()
+        }
+    });
+    let holder = client_of(vec![cluster.url()]).await;
+    let waiting = client_of(vec![cluster.url()]).await;
+
+    // A lock on the old server: its refusal makes the connection subscribe to plain channels,
+    // where that server announces.
+    let old = name_on_shard(&cluster, &holder, 0);
+    handover(&cluster, &holder, &waiting, &old, false).await;
+
+    // The waiter's pub/sub connection is made again (a server restarted in the upgrade, a
+    // dropped connection): a lock on an upgraded server is waited for on its shard channel,
+    // where that server announces (`SPUBLISH`).
+    let killed: usize = cluster.nodes().iter().map(kill_resp3_clients).sum();
+    assert!(killed > 0, "the waiter's pub/sub connection is closed");
+    let new = name_on_shard(&cluster, &holder, 1);
+    handover(&cluster, &holder, &waiting, &new, true).await;
     holder.shutdown().await;
     waiting.shutdown().await;
 }

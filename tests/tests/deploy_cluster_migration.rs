@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use redlock_reentrant::{LockClient, RetryPolicy};
-use redlock_testkit::{eventually_async, ShardedCluster};
+use redlock_testkit::{error_counts, eventually_async, ShardedCluster};
 
 /// The watchdog lease: long beside the per-node timeout.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -22,13 +22,10 @@ fn query<T: redis::FromRedisValue>(cluster: &ShardedCluster, node: usize, cmd: &
 
 /// How many requests server `node` refused with `TRYAGAIN` or `ASK` so far.
 fn refusals(cluster: &ShardedCluster, node: usize) -> u64 {
-    let info: String = query(cluster, node, redis::cmd("INFO").arg("errorstats"));
-    info.lines()
-        .filter(|line| {
-            line.starts_with("errorstat_TRYAGAIN:") || line.starts_with("errorstat_ASK:")
-        })
-        .filter_map(|line| line.split("count=").nth(1))
-        .filter_map(|count| count.split(',').next()?.trim().parse::<u64>().ok())
+    let counts = error_counts(cluster.node(node));
+    ["TRYAGAIN", "ASK"]
+        .iter()
+        .filter_map(|code| counts.get(*code))
         .sum()
 }
 
@@ -78,9 +75,11 @@ async fn a_release_sent_while_the_locks_slot_migrates_runs_on_its_new_owner() {
     // The source refuses the release (its latch key is not there: `TRYAGAIN`)...
     let refused = || refusals(&cluster, source) > refused_before;
     if !eventually_async(NODE_TIMEOUT / 2, refused).await {
-        let info: String = query(&cluster, source, redis::cmd("INFO").arg("errorstats"));
         let done = unlocking.await.expect("task").0;
-        panic!("the source never refused the release: {info} {done:?}");
+        panic!(
+            "the source never refused the release: {:?}, the release: {done:?}",
+            error_counts(cluster.node(source))
+        );
     }
     // ... and the migration ends: every key of the slot moves, and every master learns the
     // slot's new owner.

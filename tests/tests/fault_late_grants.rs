@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use redlock_reentrant::sabotage::UNDO_ONLY_SEEN_GRANTS;
-use redlock_testkit::RedisCluster;
+use redlock_testkit::{rival_hold, RedisCluster};
 use redlock_tests::client_with_timeouts;
 
 const KEY: &str = "redlock:late-grant";
@@ -25,16 +25,7 @@ async fn owners_left_on_the_late_node() -> Vec<String> {
     let cluster = RedisCluster::start(3);
     let client = client_with_timeouts(&cluster, LEASE, Duration::from_secs(20)).await;
     for node in [0, 1] {
-        redis::pipe()
-            .cmd("HSET")
-            .arg(KEY)
-            .arg(RIVAL)
-            .arg(1)
-            .cmd("PEXPIRE")
-            .arg(KEY)
-            .arg(60_000)
-            .exec(&mut cluster.node(node).connection())
-            .expect("seed the rival's hold");
+        rival_hold(&cluster, node, KEY, RIVAL);
     }
     let lock = client.get_lock("late-grant");
     cluster.stop(2);

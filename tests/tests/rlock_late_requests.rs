@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use redlock_testkit::{eventually_async, monitored_command, Monitor, RedisCluster};
+use redlock_testkit::{eventually_async, monitored_command, rival_hold, Monitor, RedisCluster};
 use redlock_tests::{client, WATCHDOG};
 
 const NAME: &str = "late-request";
@@ -132,16 +132,7 @@ async fn a_late_undo_of_an_earlier_attempt_leaves_the_same_owners_next_hold_alon
     let cluster = RedisCluster::start(3);
     // Another owner holds nodes 1 and 2: the attempt lands on node 0 only, and is undone there.
     for node in [1, 2] {
-        redis::pipe()
-            .cmd("HSET")
-            .arg(KEY)
-            .arg("rival")
-            .arg(1)
-            .cmd("PEXPIRE")
-            .arg(KEY)
-            .arg(60_000)
-            .exec(&mut cluster.node(node).connection())
-            .expect("seed the rival's hold");
+        rival_hold(&cluster, node, KEY, "rival");
     }
     let holder = client(&cluster, WATCHDOG).await;
     let owner = holder.new_owner();

@@ -6,22 +6,11 @@
 use std::time::Duration;
 
 use redlock_reentrant::{redis, Error, LockClient, RetryPolicy};
-use redlock_testkit::{eventually_async, RedisCluster};
+use redlock_testkit::{eventually_async, rival_hold, RedisCluster};
 use redlock_tests::{released_everywhere, SlowLinks, WATCHDOG};
 
 /// Room for a busy machine: a tenth of the watchdog lease.
 const NODE_TIMEOUT: Duration = Duration::from_millis(300);
-
-/// Another owner's partial grant, as an undone rival attempt leaves it for a moment: the lock
-/// hash with the rival's field, for longer than the test runs.
-fn rival_grant(cluster: &RedisCluster, node: usize, key: &str) {
-    let mut connection = cluster.node(node).connection();
-    redis::pipe()
-        .hset(key, "rival-owner", 1)
-        .pexpire(key, 60_000)
-        .query::<()>(&mut connection)
-        .expect("rival grant");
-}
 
 async fn client(cluster: &RedisCluster) -> LockClient {
     LockClient::builder()
@@ -38,8 +27,8 @@ async fn client(cluster: &RedisCluster) -> LockClient {
 async fn a_hold_granted_by_exactly_a_majority_is_released_with_one_of_them_stopped() {
     let cluster = RedisCluster::start(5);
     let key = "redlock:exactly-three";
-    rival_grant(&cluster, 3, key);
-    rival_grant(&cluster, 4, key);
+    rival_hold(&cluster, 3, key, "rival-owner");
+    rival_hold(&cluster, 4, key, "rival-owner");
     let client = client(&cluster).await;
     let lock = client.get_lock("exactly-three");
     assert!(
@@ -83,8 +72,8 @@ async fn a_hold_granted_by_exactly_a_majority_is_released_with_one_of_them_stopp
 async fn a_nested_unlock_with_one_of_exactly_a_majority_stopped_stays_undecided() {
     let cluster = RedisCluster::start(5);
     let key = "redlock:nested-three";
-    rival_grant(&cluster, 3, key);
-    rival_grant(&cluster, 4, key);
+    rival_hold(&cluster, 3, key, "rival-owner");
+    rival_hold(&cluster, 4, key, "rival-owner");
     let client = client(&cluster).await;
     let lock = client.get_lock("nested-three");
     assert!(lock.try_lock(Duration::ZERO, None).await.expect("outer"));

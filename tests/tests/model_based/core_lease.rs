@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use redlock_reentrant::{Error, LostReason, LostSignal};
 
+use crate::plain::{believed, believers};
+
 /// The core lock's name.
 pub(crate) const CORE: &str = "core";
 
@@ -44,17 +46,12 @@ fn belief(valid_until: Instant) -> LostSignal {
 impl CoreLeases {
     /// The clients whose lease is still valid.
     fn believers(&self) -> Vec<usize> {
-        (0..2)
-            .filter(|client| self.held[*client].as_ref().is_some_and(|s| !s.is_lost()))
-            .collect()
+        believers(&self.held)
     }
 
     /// The believed leases, with their signals.
     pub(crate) fn believed(&self) -> Vec<(usize, LostSignal)> {
-        self.believers()
-            .into_iter()
-            .filter_map(|client| Some((client, self.held[client].clone()?)))
-            .collect()
+        believed(&self.held)
     }
 
     fn linger(&mut self) {

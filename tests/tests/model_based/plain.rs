@@ -36,17 +36,12 @@ impl Default for PlainLeases {
 impl PlainLeases {
     /// The clients whose lease is believed: kept, and its signal has not fired.
     fn believers(&self) -> Vec<usize> {
-        (0..2)
-            .filter(|client| self.held[*client].as_ref().is_some_and(|s| !s.is_lost()))
-            .collect()
+        believers(&self.held)
     }
 
     /// The believed leases, with their signals.
     pub(crate) fn believed(&self) -> Vec<(usize, LostSignal)> {
-        self.believers()
-            .into_iter()
-            .filter_map(|client| Some((client, self.held[client].clone()?)))
-            .collect()
+        believed(&self.held)
     }
 
     /// A fault begins: it explains the loss of every lease kept now.
@@ -181,4 +176,19 @@ impl PlainLeases {
         }
         Ok(())
     }
+}
+
+/// The clients whose kept lease is not lost (of a two-client model's leases).
+pub(crate) fn believers(held: &[Option<LostSignal>; 2]) -> Vec<usize> {
+    (0..2)
+        .filter(|client| held[*client].as_ref().is_some_and(|s| !s.is_lost()))
+        .collect()
+}
+
+/// The believed leases, with their signals.
+pub(crate) fn believed(held: &[Option<LostSignal>; 2]) -> Vec<(usize, LostSignal)> {
+    believers(held)
+        .into_iter()
+        .filter_map(|client| Some((client, held[client].clone()?)))
+        .collect()
 }
