@@ -59,7 +59,8 @@ pub struct LockStatus {
     /// when no node that answered has a counter.
     pub fencing_counter: Option<u64>,
     /// A majority of all the nodes hold the lock for one and the same hold (one owner's): it is
-    /// held, not split between rival attempts (which are undone at once, or expire with their lease).
+    /// held, not split between rival attempts (which are undone at once, or expire with their
+    /// lease).
     pub held_by_one_owner: bool,
     /// The nodes that answered.
     pub answered: usize,
