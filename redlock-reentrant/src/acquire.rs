@@ -183,9 +183,15 @@ pub(crate) async fn attempt(
                 let grant = match registration {
                     Some(registration) => {
                         inner.counters.new_hold(written_back);
-                        hold.acquired_new(registration, generation, token, mode, valid_until)
+                        hold.acquired_new(
+                            registration,
+                            generation,
+                            token,
+                            mode,
+                            (lease, valid_until),
+                        )
                     }
-                    None => hold.acquired_nested(mode, valid_until),
+                    None => hold.acquired_nested(mode, (lease, valid_until)),
                 };
                 tracing::debug!(lock = %target.name, count = hold.count(), granted, "acquired");
                 return Ok(Outcome::Acquired(grant));

@@ -19,6 +19,9 @@
 //!   lease ends), or `Lost` with its signal fired and no registration, or `Free`; never counted
 //!   and unwatched (a fixed lease is told lost a margin before it ends, see
 //!   `WatchdogConfig::fixed_lost_margin`);
+//! - what the lease record knows of the hold (renewed or not, where its final release stands)
+//!   is one pure function of the state, [`Held::facts`], set after every transition of a live
+//!   hold ([`Hold::change`]); the record's validity is what a majority confirmed;
 //! - its lease is the longest any live acquisition asked for: a nested acquisition never
 //!   shortens it, and renewal runs while some live acquisition asked for the watchdog;
 //! - every acquisition has a generation, so a guard of an earlier hold never releases a later
@@ -29,7 +32,8 @@ use std::time::{Duration, Instant};
 
 use redlock_core::telemetry::HoldClock;
 
-use redlock_watchdog::{LostReason, LostSignal, Registration};
+use redlock_watchdog::lock_kind::{GiveUp, LeaseFacts, Registration, ReleasePhase};
+use redlock_watchdog::{LostReason, LostSignal};
 
 /// How the lease of one acquisition is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,11 +64,20 @@ pub(crate) struct Held {
     /// One entry per live acquisition, oldest first: how many there are is the hold count.
     leases: Vec<LeaseMode>,
     registration: Registration,
-    /// The request id of a release that did not reach a majority: its retry reuses it, so
-    /// nodes that applied it answer as before instead of "not owner".
-    pending_unlock: Option<String>,
+    /// A release planned and not applied yet: sent, or sent and not answered by a majority.
+    pending_unlock: Option<PendingRelease>,
     /// Records how long the hold lasted when it ends (released, lost or shut down).
     _clock: HoldClock,
+}
+
+/// A release of a live hold that is not applied yet.
+#[derive(Debug)]
+struct PendingRelease {
+    /// Its request id: a retry reuses it, so nodes that applied it answer as before instead of
+    /// "not owner".
+    request: String,
+    /// Sent, and too few nodes answered: it may have landed anywhere.
+    unanswered: bool,
 }
 
 /// A hold that was lost and is not unwound yet.
@@ -72,12 +85,15 @@ pub(crate) struct Held {
 pub(crate) struct Lost {
     generation: u64,
     count: u32,
-    signal: LostSignal,
+    record: GiveUp,
 }
 
 impl Lost {
     fn reason(&self) -> LostReason {
-        self.signal.reason().unwrap_or(LostReason::NotOwner)
+        self.record
+            .lost_signal()
+            .reason()
+            .unwrap_or(LostReason::NotOwner)
     }
 }
 
@@ -161,19 +177,38 @@ impl Hold {
 
     /// The lost signal of the current hold, live or lost.
     pub(crate) fn lost_signal(&self) -> Option<LostSignal> {
+        self.giver().map(|record| record.lost_signal())
+    }
+
+    /// A handle that gives the current hold up from anywhere, live or lost.
+    pub(crate) fn giver(&self) -> Option<GiveUp> {
         match self {
             Hold::Free => None,
-            Hold::Held(held) => Some(held.registration.lost_signal().clone()),
-            Hold::Lost(lost) => Some(lost.signal.clone()),
+            Hold::Held(held) => Some(held.registration.giver()),
+            Hold::Lost(lost) => Some(lost.record.clone()),
         }
     }
 
     /// The request id of a release that did not reach a majority, if one is pending.
     pub(crate) fn pending_unlock(&self) -> Option<&str> {
         match self {
-            Hold::Held(held) => held.pending_unlock.as_deref(),
+            Hold::Held(held) => held
+                .pending_unlock
+                .as_ref()
+                .map(|pending| pending.request.as_str()),
             _ => None,
         }
+    }
+
+    /// Changes a live hold, then sets what its lease record knows of it from the state it is
+    /// left in: the one place a transition reaches the record's facts.
+    fn change<T>(&mut self, change: impl FnOnce(&mut Held) -> T) -> Option<T> {
+        let Hold::Held(held) = self else {
+            return None;
+        };
+        let out = change(held);
+        held.registration.set(held.facts());
+        Some(out)
     }
 
     /// Whether the hold is a live one whose signal fired (by the watchdog, a deadline, or
@@ -210,20 +245,16 @@ impl Hold {
         }
     }
 
-    /// A new hold, the attempt of `generation`, was granted by a majority, valid until
-    /// `valid_until`.
+    /// A new hold, the attempt of `generation`, was granted by a majority for `lease` (the
+    /// watchdog's, or the fixed one), valid until `valid_until`.
     pub(crate) fn acquired_new(
         &mut self,
         registration: Registration,
         generation: u64,
         token: u64,
         mode: LeaseMode,
-        valid_until: Instant,
+        (lease, valid_until): (Duration, Instant),
     ) -> Grant {
-        match mode {
-            LeaseMode::Watchdog => registration.activate_renewed(valid_until),
-            LeaseMode::Fixed(lease) => registration.activate_fixed(valid_until, lease),
-        }
         let held = Held {
             generation,
             token,
@@ -232,27 +263,31 @@ impl Hold {
             pending_unlock: None,
             _clock: HoldClock::start(),
         };
+        held.registration.set(held.facts());
+        held.registration.confirmed(valid_until, lease);
         let grant = held.grant();
         *self = Hold::Held(held);
         grant
     }
 
-    /// A nested acquisition was granted by a majority, valid until `valid_until`. The hold's
-    /// lease only grows: a fixed one keeps any renewal, a watchdog one turns renewal on.
+    /// A nested acquisition was granted by a majority for `lease`, valid until `valid_until`.
+    /// The hold's lease only grows: a fixed one keeps any renewal, a watchdog one turns renewal
+    /// on.
     ///
     /// # Panics
     ///
     /// If the hold is not live (callers plan first).
-    pub(crate) fn acquired_nested(&mut self, mode: LeaseMode, valid_until: Instant) -> Grant {
-        let Hold::Held(held) = self else {
-            panic!("a nested acquisition needs a live hold");
-        };
-        match mode {
-            LeaseMode::Watchdog => held.registration.activate_renewed(valid_until),
-            LeaseMode::Fixed(lease) => held.registration.activate_fixed(valid_until, lease),
-        }
-        held.leases.push(mode);
-        held.grant()
+    pub(crate) fn acquired_nested(
+        &mut self,
+        mode: LeaseMode,
+        (lease, valid_until): (Duration, Instant),
+    ) -> Grant {
+        self.change(|held| {
+            held.leases.push(mode);
+            held.registration.confirmed(valid_until, lease);
+            held.grant()
+        })
+        .expect("a nested acquisition needs a live hold")
     }
 
     /// A nested acquisition found the hold gone from a majority: the hold is lost. Returns
@@ -290,14 +325,19 @@ impl Hold {
                 }
                 Err(Refusal::Lost(reason))
             }
-            Hold::Held(held) => {
-                let request = held.pending_unlock.get_or_insert_with(new_request).clone();
-                let count = held.count();
-                if count == 1 {
-                    held.registration.releasing();
-                }
-                Ok(ReleasePlan { request, count })
-            }
+            Hold::Held(_) => Ok(self
+                .change(|held| {
+                    let pending = held.pending_unlock.get_or_insert_with(|| PendingRelease {
+                        request: new_request(),
+                        unanswered: false,
+                    });
+                    pending.unanswered = false;
+                    ReleasePlan {
+                        request: pending.request.clone(),
+                        count: held.count(),
+                    }
+                })
+                .expect("live")),
         }
     }
 
@@ -308,23 +348,21 @@ impl Hold {
         let Hold::Held(held) = self else {
             return 0;
         };
-        held.pending_unlock = None;
-        let position = mode
-            .and_then(|mode| held.leases.iter().rposition(|m| *m == mode))
-            .unwrap_or(held.leases.len().saturating_sub(1));
-        if position < held.leases.len() {
-            held.leases.remove(position);
-        }
-        if held.leases.is_empty() {
+        if held.count() <= 1 {
             if let Hold::Held(held) = std::mem::take(self) {
                 held.registration.ended();
             }
             return 0;
         }
-        if !held.leases.contains(&LeaseMode::Watchdog) {
-            held.registration.stop_renewing();
-        }
-        held.count()
+        self.change(|held| {
+            held.pending_unlock = None;
+            let position = mode
+                .and_then(|mode| held.leases.iter().rposition(|m| *m == mode))
+                .unwrap_or(held.leases.len() - 1);
+            held.leases.remove(position);
+            held.count()
+        })
+        .unwrap_or(0)
     }
 
     /// A majority no longer knows this hold: it was lost before the release. One acquisition
@@ -341,12 +379,11 @@ impl Hold {
     /// not stay taken while the process lives); "not held" answers meanwhile are the release
     /// landing, not a loss.
     pub(crate) fn release_unanswered(&mut self) {
-        if let Hold::Held(held) = self {
-            if held.count() == 1 {
-                held.registration.release_unconfirmed();
-                held.registration.stop_renewing();
+        self.change(|held| {
+            if let Some(pending) = &mut held.pending_unlock {
+                pending.unanswered = true;
             }
-        }
+        });
     }
 
     /// Gives the hold up: no handle can release it any more (a guard whose release no majority
@@ -412,21 +449,37 @@ impl Held {
         u32::try_from(self.leases.len()).unwrap_or(u32::MAX)
     }
 
+    /// What the lease record knows of this hold: renewed while some live acquisition asked
+    /// for the watchdog, unless its owner let go (a final release no majority answered, which
+    /// ends with the validity it has); where its final release stands, which pauses renewal
+    /// while it is sent.
+    fn facts(&self) -> LeaseFacts {
+        let release = match &self.pending_unlock {
+            Some(pending) if self.count() == 1 && pending.unanswered => ReleasePhase::Unconfirmed,
+            Some(_) if self.count() == 1 => ReleasePhase::Sending,
+            _ => ReleasePhase::None,
+        };
+        LeaseFacts {
+            renew: self.leases.contains(&LeaseMode::Watchdog)
+                && release != ReleasePhase::Unconfirmed,
+            release,
+        }
+    }
+
     fn grant(&self) -> Grant {
         Grant {
             generation: self.generation,
             token: self.token,
-            lost: self.registration.lost_signal().clone(),
+            lost: self.registration.lost_signal(),
         }
     }
 
     /// The signal already fired: the hold is lost, its registration goes.
     fn into_lost(self) -> Hold {
-        let signal = self.registration.lost_signal().clone();
         Hold::Lost(Lost {
             generation: self.generation,
             count: self.count(),
-            signal,
+            record: self.registration.giver(),
         })
     }
 
@@ -435,7 +488,7 @@ impl Held {
         let lost = Lost {
             generation: self.generation,
             count: self.count(),
-            signal: self.registration.lost_signal().clone(),
+            record: self.registration.giver(),
         };
         self.registration.declare_lost(reason);
         Hold::Lost(lost)
@@ -446,7 +499,8 @@ impl Held {
 mod tests {
     use super::*;
     use redlock_core::{OwnerToken, Redlock, RedlockConfig};
-    use redlock_watchdog::{RenewScript, Watchdog, WatchdogConfig};
+    use redlock_watchdog::lock_kind::RenewScript;
+    use redlock_watchdog::{Watchdog, WatchdogConfig};
 
     /// A watchdog on a node nobody listens on: nothing here sends anything, and what the
     /// renewal task tries fails quietly.
@@ -460,6 +514,11 @@ mod tests {
         Instant::now() + Duration::from_secs(secs)
     }
 
+    /// Confirmed valid for `secs`, by a grant of that lease.
+    fn valid(secs: u64) -> (Duration, Instant) {
+        (Duration::from_secs(secs), later(secs))
+    }
+
     fn held(watchdog: &Watchdog, mode: LeaseMode, secs: u64) -> (Hold, Grant) {
         let mut hold = Hold::Free;
         assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
@@ -468,9 +527,14 @@ mod tests {
             new_generation(),
             7,
             mode,
-            later(secs),
+            valid(secs),
         );
         (hold, grant)
+    }
+
+    /// Gives the current hold up from outside, as the watchdog or a deadline would.
+    fn lose_elsewhere(hold: &Hold, reason: LostReason) {
+        hold.giver().expect("a hold").give_up(reason);
     }
 
     fn renewing(grant: &Grant) -> bool {
@@ -487,7 +551,7 @@ mod tests {
         let watchdog = watchdog();
         let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
         assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::Nested { expected: 1 }));
-        let nested = hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        let nested = hold.acquired_nested(LeaseMode::Watchdog, valid(30));
         assert_eq!(nested.generation, grant.generation);
         assert_eq!(nested.token, 7);
         assert_eq!(hold.count(), 2);
@@ -517,7 +581,7 @@ mod tests {
         assert!(!renewing(&grant));
         let end = grant.lost.deadline().expect("fixed").0;
 
-        hold.acquired_nested(LeaseMode::Watchdog, later(3));
+        hold.acquired_nested(LeaseMode::Watchdog, valid(3));
         assert!(renewing(&grant), "the nested lock() turns renewal on");
 
         hold.plan_release(None, || "r".into()).expect("held");
@@ -535,7 +599,7 @@ mod tests {
         let watchdog = watchdog();
         let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
         let before = grant.lost.deadline().expect("renewed").0;
-        hold.acquired_nested(LeaseMode::Fixed(Duration::from_secs(1)), later(1));
+        hold.acquired_nested(LeaseMode::Fixed(Duration::from_secs(1)), valid(1));
         assert!(renewing(&grant), "still renewed");
         assert_eq!(grant.lost.deadline().expect("renewed").0, before);
         hold.plan_release(None, || "r".into()).expect("held");
@@ -547,7 +611,7 @@ mod tests {
     async fn a_guard_releases_its_own_acquisition_whatever_the_order() {
         let watchdog = watchdog();
         let (mut hold, grant) = held(&watchdog, LeaseMode::Fixed(Duration::from_secs(20)), 20);
-        hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        hold.acquired_nested(LeaseMode::Watchdog, valid(30));
         // The outer (fixed) guard is released first: the nested lock() still renews.
         hold.plan_release(Some(grant.generation), || "r".into())
             .expect("held");
@@ -581,15 +645,67 @@ mod tests {
         // Its owner let go: once its signal fires (here, its lease ran out unconfirmed), the
         // hold is over rather than lost-until-unwound.
         hold.release_unanswered();
-        grant.lost.fire(LostReason::QuorumLost);
+        lose_elsewhere(&hold, LostReason::QuorumLost);
         assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
+    }
+
+    fn facts(hold: &Hold) -> LeaseFacts {
+        match hold {
+            Hold::Held(held) => held.facts(),
+            _ => panic!("not live"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_record_facts_follow_the_state_after_every_transition() {
+        let watchdog = watchdog();
+        let renewed = |release| LeaseFacts {
+            renew: true,
+            release,
+        };
+        let (mut hold, _) = held(&watchdog, LeaseMode::Fixed(Duration::from_secs(20)), 20);
+        assert_eq!(
+            facts(&hold),
+            LeaseFacts::default(),
+            "a fixed lease: not renewed"
+        );
+        hold.acquired_nested(LeaseMode::Watchdog, valid(30));
+        assert_eq!(facts(&hold), renewed(ReleasePhase::None));
+        // A nested release in flight, then unanswered: the owner still holds, renewal goes on.
+        hold.plan_release(None, || "nested".into()).expect("held");
+        assert_eq!(facts(&hold), renewed(ReleasePhase::None));
+        hold.release_unanswered();
+        assert_eq!(facts(&hold), renewed(ReleasePhase::None));
+        hold.plan_release(None, || "unused".into()).expect("held");
+        assert_eq!(
+            hold.released(Some(LeaseMode::Fixed(Duration::from_secs(20)))),
+            1
+        );
+        // The final release: sent pauses renewal (still renewed), unanswered ends it.
+        hold.plan_release(None, || "final".into()).expect("held");
+        assert_eq!(facts(&hold), renewed(ReleasePhase::Sending));
+        hold.release_unanswered();
+        assert_eq!(
+            facts(&hold),
+            LeaseFacts {
+                renew: false,
+                release: ReleasePhase::Unconfirmed
+            }
+        );
+        // And the record says so: the registration is what the facts say.
+        let Hold::Held(held) = &hold else {
+            panic!("still counted");
+        };
+        assert!(!held.registration.is_renewed());
+        hold.plan_release(None, || "retry".into()).expect("held");
+        assert_eq!(facts(&hold), renewed(ReleasePhase::Sending));
     }
 
     #[tokio::test]
     async fn a_lost_hold_answers_lock_lost_until_unwound() {
         let watchdog = watchdog();
         let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
-        hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        hold.acquired_nested(LeaseMode::Watchdog, valid(30));
         hold.force_unlocked();
         assert_eq!(watchdog.registered(), 0, "a lost hold is not renewed");
         assert_eq!(grant.lost.reason(), Some(LostReason::NotOwner));
@@ -613,7 +729,7 @@ mod tests {
             new_generation(),
             7,
             LeaseMode::Fixed(Duration::from_millis(1)),
-            Instant::now(),
+            (Duration::from_millis(1), Instant::now()),
         );
         assert_eq!(grant.lost.reason(), Some(LostReason::LeaseExpired));
         let mut unlocked = Hold::Free;
@@ -630,7 +746,7 @@ mod tests {
             new_generation(),
             8,
             LeaseMode::Fixed(Duration::from_millis(1)),
-            Instant::now(),
+            (Duration::from_millis(1), Instant::now()),
         );
         assert_eq!(again.plan_acquire(), Ok(AcquirePlan::New));
     }
@@ -639,7 +755,7 @@ mod tests {
     async fn giving_up_fires_the_signal_for_nested_holds_still_in_use() {
         let watchdog = watchdog();
         let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
-        hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        hold.acquired_nested(LeaseMode::Watchdog, valid(30));
         assert!(hold.give_up(LostReason::QuorumLost), "it was live");
         assert_eq!(grant.lost.reason(), Some(LostReason::QuorumLost));
         assert_eq!(watchdog.registered(), 0);
@@ -660,7 +776,7 @@ mod tests {
                 new_generation(),
                 8,
                 LeaseMode::Watchdog,
-                later(30),
+                valid(30),
             );
             (hold, grant)
         };
@@ -679,8 +795,8 @@ mod tests {
     #[tokio::test]
     async fn a_signal_fired_elsewhere_is_seen_by_the_next_operation() {
         let watchdog = watchdog();
-        let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
-        grant.lost.fire(LostReason::QuorumLost);
+        let (mut hold, _) = held(&watchdog, LeaseMode::Watchdog, 30);
+        lose_elsewhere(&hold, LostReason::QuorumLost);
         assert_eq!(hold.plan_acquire(), Err(LostReason::QuorumLost));
         assert_eq!(watchdog.registered(), 0);
     }
@@ -691,7 +807,7 @@ mod tests {
         // release) of a hold already lost turned it free, so its unlock answered NotOwner.
         let watchdog = watchdog();
         let (mut hold, _) = held(&watchdog, LeaseMode::Watchdog, 30);
-        hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        hold.acquired_nested(LeaseMode::Watchdog, valid(30));
         hold.force_unlocked();
         hold.force_unlocked();
         assert_eq!(hold.count(), 2);
@@ -709,7 +825,7 @@ mod tests {
     async fn shutdown_frees_the_hold_whatever_its_depth() {
         let watchdog = watchdog();
         let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
-        hold.acquired_nested(LeaseMode::Watchdog, later(30));
+        hold.acquired_nested(LeaseMode::Watchdog, valid(30));
         hold.shut_down();
         assert!(matches!(hold, Hold::Free));
         assert_eq!(grant.lost.reason(), Some(LostReason::Shutdown));

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use dashmap::DashMap;
 use redlock_core::OwnerToken;
+use redlock_watchdog::lock_kind::GiveUp;
 use redlock_watchdog::LostSignal;
 use tokio::sync::OwnedMutexGuard;
 
@@ -52,7 +53,7 @@ pub(crate) struct HoldCell {
 #[derive(Debug, Clone)]
 struct Snapshot {
     token: Option<u64>,
-    lost: Option<LostSignal>,
+    record: Option<GiveUp>,
     generation: Option<u64>,
     free: bool,
 }
@@ -61,7 +62,7 @@ impl Default for Snapshot {
     fn default() -> Self {
         Self {
             token: None,
-            lost: None,
+            record: None,
             generation: None,
             free: true,
         }
@@ -76,7 +77,12 @@ impl HoldCell {
 
     /// The current hold's lost signal, live or lost.
     pub(crate) fn lost(&self) -> Option<LostSignal> {
-        self.read().lost
+        self.read().record.map(|record| record.lost_signal())
+    }
+
+    /// A handle that gives the current hold up, live or lost.
+    pub(crate) fn giver(&self) -> Option<GiveUp> {
+        self.read().record
     }
 
     /// The current hold's generation, live or lost.
@@ -102,7 +108,7 @@ impl HoldCell {
     fn publish(&self, hold: &Hold) {
         *self.snapshot.lock().unwrap_or_else(PoisonError::into_inner) = Snapshot {
             token: hold.token(),
-            lost: hold.lost_signal(),
+            record: hold.giver(),
             generation: hold.generation(),
             free: matches!(hold, Hold::Free),
         };

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redlock_core::{Error, InvalidArgument, OwnerToken, Redlock};
-use redlock_watchdog::{Registration, RenewScript, Watchdog};
+use redlock_watchdog::lock_kind::{Registration, RenewScript};
+use redlock_watchdog::Watchdog;
 
 use crate::fencing_stats::FencingCounters;
 use crate::holds::{Holds, Target};

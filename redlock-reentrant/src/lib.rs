@@ -93,8 +93,7 @@ pub use redlock_core::{
     RetryPolicy, ScriptCall,
 };
 pub use redlock_watchdog::{
-    LostSignal, Registration, RenewScript, RenewedLease, Watchdog, WatchdogConfig, WatchdogStats,
-    RENEWING_TARGET,
+    LostSignal, RenewedLease, Watchdog, WatchdogConfig, WatchdogStats, RENEWING_TARGET,
 };
 pub use tokio_util::sync::CancellationToken;
 

@@ -169,8 +169,8 @@ fn abandon_without_runtime(inner: &Inner, target: &Target, generation: Option<u6
             tracing::warn!(lock = %target.name, "released outside a tokio runtime: the hold is given up and expires with its lease");
             let current = cell.generation();
             if generation.is_none_or(|generation| current == Some(generation)) {
-                if let Some(lost) = cell.lost() {
-                    lost.fire(LostReason::Abandoned);
+                if let Some(record) = cell.giver() {
+                    record.give_up(LostReason::Abandoned);
                 }
             }
             if let Some(generation) = generation.or(current) {

@@ -12,7 +12,7 @@ use std::collections::BinaryHeap;
 use std::sync::{Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Instant;
 
-use crate::lost::Inner;
+use crate::record::LeaseRecord;
 
 /// The process's timer: the armed signals by deadline, and the thread's wake-up call.
 struct Timer {
@@ -23,7 +23,7 @@ struct Timer {
 /// One signal waiting for `at`.
 struct Armed {
     at: Instant,
-    signal: Weak<Inner>,
+    signal: Weak<LeaseRecord>,
 }
 
 impl PartialEq for Armed {
@@ -47,7 +47,7 @@ static TIMER: OnceLock<Option<&'static Timer>> = OnceLock::new();
 
 /// Arms `signal` to be looked at by `at`. Without the thread (it could not be started), the
 /// signal still fires by itself whenever it is read after its deadline.
-pub(crate) fn arm(signal: Weak<Inner>, at: Instant) {
+pub(crate) fn arm(signal: Weak<LeaseRecord>, at: Instant) {
     let Some(timer) = *TIMER.get_or_init(start) else {
         return;
     };

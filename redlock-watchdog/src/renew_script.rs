@@ -21,7 +21,7 @@ use redlock_core::{LockScript, Redlock};
 ///
 /// ```
 /// use redlock_core::LockScript;
-/// use redlock_watchdog::RenewScript;
+/// use redlock_watchdog::lock_kind::RenewScript;
 /// static RENEW_MY_LOCKS: LockScript = LockScript::new(
 ///     "local r = {} for i, k in ipairs(KEYS) do \
 ///      if redis.call('get', k) == ARGV[i + 1] then \

@@ -6,13 +6,13 @@ use std::sync::{Arc, Weak};
 
 use futures_util::StreamExt;
 use redlock_core::quorum::{lease_millis, validity};
-use redlock_core::{FanOut, LostReason, OwnerToken, BATCHES_IN_FLIGHT};
+use redlock_core::{FanOut, LostReason, BATCHES_IN_FLIGHT};
 use tokio::time::Instant;
 
-use crate::registry::{EntryState, Release};
+use crate::lock_kind::RenewScript;
+use crate::record::{LeaseRecord, ReleasePhase};
 use crate::renew_script::{RenewReply, Renewed};
 use crate::shared::Shared;
-use crate::RenewScript;
 
 /// What holds renewed in one call share: their script (its SHA) and, with a Redis Cluster
 /// member, their hash slot.
@@ -70,8 +70,7 @@ pub(crate) async fn run(shared: Weak<Shared>) {
 /// One hold a round renews.
 struct Due {
     id: u64,
-    key: String,
-    owner: OwnerToken,
+    record: Arc<LeaseRecord>,
 }
 
 /// One renewal round over every renewed hold: one batch call per lock kind and batch size on
@@ -85,17 +84,17 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
     let config = shared.redlock.config();
     let mut kinds: HashMap<BatchKind, (RenewScript, Vec<Due>)> = HashMap::new();
     for entry in shared.entries.iter() {
-        let renewed = matches!(entry.state, EntryState::Held(held) if held.renewed_at(now));
-        if renewed && !entry.lost.is_lost() {
-            let script = entry.script;
+        let record = entry.value();
+        let renewed = record.held().is_some_and(|held| held.renewed_at(now));
+        if renewed && record.reason_at(now).is_none() {
+            let script = record.script;
             kinds
-                .entry((script.script().sha(), config.slot_of(&entry.key)))
+                .entry((script.script().sha(), config.slot_of(&record.key)))
                 .or_insert_with(|| (script, Vec::new()))
                 .1
                 .push(Due {
                     id: *entry.key(),
-                    key: entry.key.clone(),
-                    owner: entry.owner.clone(),
+                    record: Arc::clone(record),
                 });
         }
     }
@@ -106,7 +105,7 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
     if tracing::enabled!(target: RENEWING_TARGET, tracing::Level::TRACE) {
         for (_, due) in kinds.values() {
             for hold in due {
-                tracing::trace!(target: RENEWING_TARGET, key = %hold.key, "renewing");
+                tracing::trace!(target: RENEWING_TARGET, key = %hold.record.key, "renewing");
             }
         }
     }
@@ -125,7 +124,7 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
         .map(|(script, batch)| {
             batch.iter().fold(
                 script.script().call().replicated().arg(lease_millis(lease)),
-                |call, hold| call.key(&hold.key).arg(hold.owner.as_str()),
+                |call, hold| call.key(&hold.record.key).arg(hold.record.owner.as_str()),
             )
         })
         .collect();
@@ -176,19 +175,17 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
                     renewed += 1;
                     // Every node that confirmed holds the lease at least this long (a renewal
                     // never shortens one), so the validity only moves later.
-                    shared.update_state(hold.id, |state| match state {
-                        EntryState::Held(held) => {
-                            EntryState::Held(held.valid_for(valid_until, lease))
-                        }
-                        pending => pending,
-                    });
+                    if let Some(held) = hold.record.confirmed(valid_until, lease) {
+                        shared.changed(held);
+                    }
                 }
                 _ if denied >= fan.quorum() => {
                     // A release in flight deletes the lock: "not held" is then its doing, not
                     // a loss.
-                    let releasing = shared.entries.get(&hold.id).is_some_and(|entry| {
-                        matches!(entry.state, EntryState::Held(held) if held.release != Release::None)
-                    });
+                    let releasing = hold
+                        .record
+                        .held()
+                        .is_some_and(|held| held.release != ReleasePhase::None);
                     if !releasing {
                         shared.declare_lost(hold.id, LostReason::NotOwner);
                     }
@@ -196,7 +193,7 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
                 _ => {
                     healthy = false;
                     redlock_core::telemetry::renewal_failed();
-                    tracing::debug!(key = %hold.key, confirmed, denied, "renewal not confirmed by a majority; retrying soon");
+                    tracing::debug!(key = %hold.record.key, confirmed, denied, "renewal not confirmed by a majority; retrying soon");
                 }
             }
         }
@@ -213,7 +210,8 @@ mod tests {
     use redlock_core::{OwnerToken, Redlock, RedlockConfig};
     use tokio::time::Instant;
 
-    use crate::{LostReason, RenewScript, Watchdog, WatchdogConfig};
+    use crate::lock_kind::{LeaseFacts, RenewScript};
+    use crate::{LostReason, Watchdog, WatchdogConfig};
 
     /// A watchdog whose only node refuses every connection (nothing listens on port 1).
     fn watchdog_without_nodes() -> Watchdog {
@@ -228,7 +226,7 @@ mod tests {
         let registration = watchdog.register(RenewScript::plain(), "redlock:k", OwnerToken::new());
         let lease = Duration::from_secs(5);
         let valid_until = Instant::now() + lease;
-        registration.activate_fixed(valid_until.into_std(), lease);
+        registration.confirmed(valid_until.into_std(), lease);
         let deadline = valid_until - lease / 10;
         let token = registration.lost_signal().token();
         tokio::time::sleep_until(deadline - Duration::from_millis(1)).await;
@@ -249,7 +247,11 @@ mod tests {
         let config = watchdog.config().clone();
         let registration = watchdog.register(RenewScript::plain(), "redlock:k", OwnerToken::new());
         let valid_until = Instant::now() + config.timeout;
-        registration.activate_renewed(valid_until.into_std());
+        registration.set(LeaseFacts {
+            renew: true,
+            ..LeaseFacts::default()
+        });
+        registration.confirmed(valid_until.into_std(), config.timeout);
         let reason = registration.lost_signal().lost().await;
         assert_eq!(reason, LostReason::QuorumLost);
         let node_timeout = watchdog.redlock().config().node_timeout_for(config.timeout);

@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use redlock_core::{Error, Lease, LostReason, SpawnOnDrop};
 
-use crate::{LostSignal, Registration, RenewScript, Watchdog};
+use crate::lock_kind::{LeaseFacts, Registration, ReleasePhase, RenewScript};
+use crate::{LostSignal, Watchdog};
 
 impl Watchdog {
     /// Takes the plain (non-reentrant) lock `name` on the watchdog's lease, retrying by the
@@ -46,7 +47,11 @@ impl Watchdog {
         let lease = self.redlock().acquire(name, self.timeout()).await?;
         // No await from the grant to here: the hold is watched before anything can drop it.
         let registration = self.register(RenewScript::plain(), lease.key(), lease.owner().clone());
-        registration.activate_renewed(lease.valid_until());
+        registration.set(LeaseFacts {
+            renew: true,
+            release: ReleasePhase::None,
+        });
+        registration.confirmed(lease.valid_until(), self.timeout());
         let renewed = RenewedLease {
             watchdog: self.clone(),
             lease,
@@ -99,7 +104,7 @@ impl RenewedLease {
     }
 
     /// The signal that fires when the lock is lost.
-    pub fn lost_signal(&self) -> &LostSignal {
+    pub fn lost_signal(&self) -> LostSignal {
         self.registration().lost_signal()
     }
 
@@ -134,7 +139,10 @@ impl RenewedLease {
     pub async fn release(mut self) -> Result<(), Error> {
         let registration = self.registration.take().expect("present until released");
         let lost = registration.lost_signal().reason();
-        registration.releasing();
+        registration.set(LeaseFacts {
+            renew: true,
+            release: ReleasePhase::Sending,
+        });
         let if_dropped = SpawnOnDrop::new(self.detached_release());
         let outcome = self.watchdog.redlock().release(&self.lease).await;
         if_dropped.disarm();

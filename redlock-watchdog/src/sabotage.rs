@@ -13,6 +13,6 @@
 
 use std::sync::atomic::AtomicBool;
 
-/// Dropping a [`Registration`](crate::Registration) leaves its hold in the watchdog, which
+/// Dropping a [`Registration`](crate::lock_kind::Registration) leaves its hold in the watchdog, which
 /// keeps renewing it after the release (the bug of redisson#7272).
 pub static KEEP_RENEWING_RELEASED: AtomicBool = AtomicBool::new(false);

@@ -10,8 +10,7 @@ use redlock_core::LostReason;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::config::fixed_lost_margin;
-use crate::registry::EntryState;
+use crate::record::{before, DeadlineRule, Held};
 use crate::WatchdogConfig;
 
 /// The renewal task's timetable.
@@ -23,9 +22,8 @@ pub(crate) struct Scheduler {
     drift: Duration,
     interval: Duration,
     retry_interval: Duration,
-    /// See [`WatchdogConfig::lost_margin`].
-    lost_margin: Duration,
-    max_hold: Option<Duration>,
+    /// When a hold is told lost.
+    rule: DeadlineRule,
     /// How long the last round took per hold, in nanoseconds: the lead before the next.
     round_time_per_hold: AtomicU64,
     /// What the task last planned; a hold that makes it due sooner wakes it.
@@ -50,8 +48,10 @@ impl Scheduler {
             drift,
             interval: config.renew_interval(),
             retry_interval: config.retry_interval(),
-            lost_margin: config.lost_margin(node_timeout),
-            max_hold: config.max_hold,
+            rule: DeadlineRule {
+                lost_margin: config.lost_margin(node_timeout),
+                max_hold: config.max_hold,
+            },
             // A guess until the first round measures it.
             round_time_per_hold: AtomicU64::new(20_000),
             plan: Mutex::new(Plan::default()),
@@ -59,66 +59,18 @@ impl Scheduler {
         }
     }
 
-    /// The lease each renewal sets.
-    pub(crate) fn lease(&self) -> Duration {
-        self.timeout
+    /// When a hold is told lost, for every record this watchdog registers.
+    pub(crate) fn rule(&self) -> DeadlineRule {
+        self.rule
     }
 
-    /// When a hold activated at `now` stops being renewed, if renewal is capped. A cap too far
-    /// away to represent is no cap.
-    pub(crate) fn renew_cap(&self, now: Instant) -> Option<std::time::Instant> {
-        self.max_hold
-            .and_then(|cap| now.into_std().checked_add(cap))
-    }
-
-    /// When a hold in this state is lost if nothing confirms it first, and why: a margin
-    /// before its validity ends, so its holder hears of it while the lock is still its own. A
-    /// renewed hold's margin leaves room for the renewals that could still confirm it; a fixed
-    /// one's is a tenth of its lease, at most that (see [`WatchdogConfig::fixed_lost_margin`]).
+    /// When a hold is lost if nothing confirms it first, and why (see
+    /// [`Held::lost_deadline`]).
     pub(crate) fn lost_deadline(
         &self,
-        state: EntryState,
+        held: Option<Held>,
     ) -> Option<(std::time::Instant, LostReason)> {
-        let EntryState::Held(held) = state else {
-            return None;
-        };
-        if !held.renew {
-            let margin = fixed_lost_margin(self.lost_margin, held.lease);
-            return Some((
-                held.valid_until
-                    .checked_sub(margin)
-                    .unwrap_or(held.valid_until),
-                LostReason::LeaseExpired,
-            ));
-        }
-        let deadline = held
-            .valid_until
-            .checked_sub(self.lost_margin)
-            .unwrap_or(held.valid_until);
-        let reason = if held.capped_at(deadline) {
-            LostReason::MaxHoldReached
-        } else {
-            LostReason::QuorumLost
-        };
-        Some((deadline, reason))
-    }
-
-    /// The holds lost as of `now`: past their deadline, or whose signal fired elsewhere (a
-    /// holder gave it up). `holds` yields each hold's id, state and signal's reason.
-    pub(crate) fn overdue(
-        &self,
-        holds: impl Iterator<Item = (u64, EntryState, Option<LostReason>)>,
-        now: Instant,
-    ) -> Vec<(u64, LostReason)> {
-        holds
-            .filter_map(|(id, state, fired)| {
-                if let Some(reason) = fired {
-                    return Some((id, reason));
-                }
-                let (deadline, reason) = self.lost_deadline(state)?;
-                (now >= Instant::from_std(deadline)).then_some((id, reason))
-            })
-            .collect()
+        held.map(|held| held.lost_deadline(&self.rule))
     }
 
     /// Plans the next wake-up from the holds' states, publishes it, and returns it: the next
@@ -127,7 +79,7 @@ impl Scheduler {
     /// published plan in [`Scheduler::wake_if_sooner`].
     pub(crate) fn plan(
         &self,
-        states: impl FnOnce() -> Vec<EntryState>,
+        states: impl FnOnce() -> Vec<Option<Held>>,
         retry_at: Option<Instant>,
         now: Instant,
     ) -> Instant {
@@ -155,7 +107,7 @@ impl Scheduler {
     /// Whether a renewal round is due at `now`.
     pub(crate) fn round_due(
         &self,
-        states: &[EntryState],
+        states: &[Option<Held>],
         retry_at: Option<Instant>,
         now: Instant,
     ) -> bool {
@@ -183,7 +135,7 @@ impl Scheduler {
     /// a little longer, so it starts a little earlier; the lead is twice the expected round,
     /// which absorbs that much). Holds taken by the thousand wake it a handful of times, not
     /// once each.
-    pub(crate) fn wake_if_sooner(&self, state: EntryState, holds: usize, now: Instant) {
+    pub(crate) fn wake_if_sooner(&self, state: Option<Held>, holds: usize, now: Instant) {
         let plan = self.plan.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(wake) = plan.wake else {
             self.wake.notify_one();
@@ -219,21 +171,19 @@ impl Scheduler {
 
     /// When a renewed hold's lease was last set (its acquisition, or its last confirmed
     /// renewal). `None` for holds that are not renewed now.
-    fn set_at(&self, state: EntryState, now: Instant) -> Option<Instant> {
-        let EntryState::Held(held) = state else {
-            return None;
-        };
+    fn set_at(&self, state: Option<Held>, now: Instant) -> Option<Instant> {
+        let held = state?;
         if !held.renewed_at(now.into_std()) {
             return None;
         }
-        Some(before(
-            Instant::from_std(held.valid_until),
+        Some(Instant::from_std(before(
+            held.valid_until,
             self.timeout - self.drift,
-        ))
+        )))
     }
 
     /// The earliest lease-set instant among renewed holds.
-    fn earliest_set_at(&self, states: &[EntryState], now: Instant) -> Option<Instant> {
+    fn earliest_set_at(&self, states: &[Option<Held>], now: Instant) -> Option<Instant> {
         states
             .iter()
             .filter_map(|state| self.set_at(*state, now))
@@ -249,7 +199,10 @@ impl Scheduler {
         retry_at: Option<Instant>,
         holds: usize,
     ) -> Option<Instant> {
-        let due = before(earliest_set_at? + self.interval, self.round_lead(holds));
+        let due = Instant::from_std(before(
+            (earliest_set_at? + self.interval).into_std(),
+            self.round_lead(holds),
+        ));
         Some(retry_at.map_or(due, |retry| due.max(retry)))
     }
 
@@ -261,15 +214,10 @@ impl Scheduler {
     }
 }
 
-/// `at - margin`, saturating at `at` itself for instants too early to subtract from.
-fn before(at: Instant, margin: Duration) -> Instant {
-    at.checked_sub(margin).unwrap_or(at)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{Held, Release};
+    use crate::record::ReleasePhase;
     use futures_util::FutureExt as _;
 
     const SECOND: Duration = Duration::from_secs(1);
@@ -285,13 +233,13 @@ mod tests {
     }
 
     /// A hold whose lease was set at `set_at`, renewed or not.
-    fn held(scheduler: &Scheduler, set_at: Instant, renew: bool) -> EntryState {
-        EntryState::Held(Held {
+    fn held(scheduler: &Scheduler, set_at: Instant, renew: bool) -> Option<Held> {
+        Some(Held {
             valid_until: (set_at + (scheduler.timeout - scheduler.drift)).into_std(),
             lease: scheduler.timeout,
             renew,
             renew_until: None,
-            release: Release::None,
+            release: ReleasePhase::None,
         })
     }
 
@@ -352,21 +300,6 @@ mod tests {
             scheduler.plan(|| vec![fixed], None, now),
             valid_until - fixed_margin
         );
-        let holds = || [(1, fixed, None), (2, renewed, None)].into_iter();
-        assert!(scheduler.overdue(holds(), now).is_empty());
-        tokio::time::advance(valid_until - margin - now).await;
-        assert_eq!(
-            scheduler.overdue(holds(), Instant::now()),
-            vec![(2, LostReason::QuorumLost)]
-        );
-        tokio::time::advance(margin - fixed_margin).await;
-        assert_eq!(scheduler.overdue(holds(), Instant::now()).len(), 2);
-        // A signal fired elsewhere is lost whatever its deadline.
-        let given_up = [(3, renewed, Some(LostReason::Abandoned))].into_iter();
-        assert_eq!(
-            scheduler.overdue(given_up, now),
-            vec![(3, LostReason::Abandoned)]
-        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -380,18 +313,18 @@ mod tests {
         scheduler.wake_if_sooner(held(&scheduler, now + SECOND, true), 2, now + SECOND);
         assert!(!woken(), "a later hold does not wake the task");
         // A short fixed lease runs out before the planned round: the task must wake for it.
-        let short = EntryState::Held(Held {
+        let short = Some(Held {
             valid_until: (now + 2 * SECOND).into_std(),
             lease: 2 * SECOND,
             renew: false,
             renew_until: None,
-            release: Release::None,
+            release: ReleasePhase::None,
         });
         scheduler.wake_if_sooner(short, 2, now + SECOND);
         assert!(woken(), "a deadline before the plan wakes the task");
         // With nothing planned, any change wakes it.
         let idle = Scheduler::new(&WatchdogConfig::default(), SECOND / 50, SECOND / 3);
-        idle.wake_if_sooner(EntryState::Pending, 1, now);
+        idle.wake_if_sooner(None, 1, now);
         assert!(idle.wake.notified().now_or_never().is_some());
     }
 
@@ -403,14 +336,13 @@ mod tests {
         };
         let scheduler = Scheduler::new(&config, SECOND / 50, SECOND / 3);
         let now = Instant::now();
-        let cap = scheduler.renew_cap(now);
-        assert_eq!(cap, Some((now + 5 * SECOND).into_std()));
-        let state = EntryState::Held(Held {
+        let cap = Some((now + 5 * SECOND).into_std());
+        let state = Some(Held {
             valid_until: (now + 29 * SECOND).into_std(),
             lease: scheduler.timeout,
             renew: true,
             renew_until: cap,
-            release: Release::None,
+            release: ReleasePhase::None,
         });
         assert!(matches!(
             scheduler.lost_deadline(state),

@@ -8,16 +8,19 @@ use dashmap::DashMap;
 use redlock_core::{LostReason, OwnerToken, Redlock};
 use tokio_util::sync::CancellationToken;
 
-use crate::registry::{Entry, EntryState};
+use crate::lock_kind::{Registration, RenewScript};
+use crate::record::{Held, LeaseRecord};
 use crate::schedule::Scheduler;
 use crate::stats::Counters;
-use crate::{LostSignal, Registration, RenewScript, WatchdogConfig};
+use crate::WatchdogConfig;
 
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) redlock: Redlock,
     pub(crate) config: WatchdogConfig,
-    pub(crate) entries: DashMap<u64, Entry>,
+    /// The records of the holds watched now: shared with their registrations, which remove
+    /// them when they go.
+    pub(crate) entries: DashMap<u64, Arc<LeaseRecord>>,
     /// Shared with the renewal task, which sleeps on it without keeping the registry alive.
     pub(crate) scheduler: Arc<Scheduler>,
     pub(crate) counters: Counters,
@@ -48,69 +51,59 @@ impl Shared {
         owner: OwnerToken,
     ) -> Registration {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let lost = LostSignal::new();
-        self.entries.insert(
-            id,
-            Entry {
-                key,
-                owner,
-                script,
-                lost: lost.clone(),
-                state: EntryState::Pending,
-            },
-        );
+        let record = Arc::new(LeaseRecord::new(key, owner, script, self.scheduler.rule()));
+        self.entries.insert(id, Arc::clone(&record));
         Registration {
             id,
             shared: Arc::downgrade(self),
-            lost,
-            ended: false,
+            record,
         }
     }
 
-    /// Changes a hold's state, keeps its lost signal's deadline in step, and wakes the renewal
-    /// task if it must act sooner than it planned.
-    pub(crate) fn update_state(&self, id: u64, change: impl FnOnce(EntryState) -> EntryState) {
-        let state = match self.entries.get_mut(&id) {
-            Some(mut entry) => {
-                entry.state = change(entry.state);
-                entry
-                    .lost
-                    .set_deadline(self.scheduler.lost_deadline(entry.state));
-                entry.state
-            }
-            None => return,
-        };
+    /// A hold changed: wakes the renewal task if it must act sooner than it planned.
+    pub(crate) fn changed(&self, held: Held) {
         self.scheduler
-            .wake_if_sooner(state, self.entries.len(), tokio::time::Instant::now());
+            .wake_if_sooner(Some(held), self.entries.len(), tokio::time::Instant::now());
     }
 
-    /// Removes the hold from the watchdog and fires its signal (the first reason wins); counts
-    /// and logs it.
+    /// Removes the hold from the watchdog and loses it (the first reason wins); counts and
+    /// logs it.
     pub(crate) fn declare_lost(&self, id: u64, reason: LostReason) {
-        if let Some((_, entry)) = self.entries.remove(&id) {
-            entry.lost.fire(reason);
+        if let Some((_, record)) = self.entries.remove(&id) {
+            record.lose(reason);
             self.counters.lost();
-            let reason = entry.lost.reason().unwrap_or(reason);
-            tracing::warn!(key = %entry.key, %reason, "lock lost");
+            let reason = record
+                .reason_at(std::time::Instant::now())
+                .unwrap_or(reason);
+            tracing::warn!(key = %record.key, %reason, "lock lost");
         }
     }
 
-    /// Removes every hold that is lost as of now (see [`Scheduler::overdue`]).
+    /// Removes every hold that is over as of `now` (tokio's clock): lost (past its deadline,
+    /// or given up elsewhere), or ended.
     pub(crate) fn declare_overdue_lost(&self) {
-        let overdue = self.scheduler.overdue(
-            self.entries
-                .iter()
-                .map(|entry| (*entry.key(), entry.state, entry.lost.reason())),
-            tokio::time::Instant::now(),
-        );
-        for (id, reason) in overdue {
-            self.declare_lost(id, reason);
+        let now = tokio::time::Instant::now().into_std();
+        let over: Vec<(u64, Option<LostReason>)> = self
+            .entries
+            .iter()
+            .filter_map(|entry| {
+                let reason = entry.reason_at(now);
+                (reason.is_some() || entry.is_over()).then_some((*entry.key(), reason))
+            })
+            .collect();
+        for (id, reason) in over {
+            match reason {
+                Some(reason) => self.declare_lost(id, reason),
+                None => {
+                    self.entries.remove(&id);
+                }
+            }
         }
     }
 
-    /// Every hold's state now.
-    pub(crate) fn states(&self) -> Vec<EntryState> {
-        self.entries.iter().map(|entry| entry.state).collect()
+    /// Every watched hold's lease now (`None`: pending).
+    pub(crate) fn states(&self) -> Vec<Option<Held>> {
+        self.entries.iter().map(|entry| entry.held()).collect()
     }
 }
 

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use redlock_core::{InvalidArgument, OwnerToken, Redlock};
 
+use crate::lock_kind::{Registration, RenewScript};
 use crate::shared::Shared;
-use crate::{LostReason, Registration, RenewScript, WatchdogConfig, WatchdogStats};
+use crate::{LostReason, WatchdogConfig, WatchdogStats};
 
 /// Renews the leases of held locks while their holder lives, and tells a holder when its lock
 /// is lost.
@@ -24,29 +25,24 @@ use crate::{LostReason, Registration, RenewScript, WatchdogConfig, WatchdogStats
 ///
 /// Dropping the last handle stops the task; held locks then expire within one timeout.
 ///
+/// A lock kind registers each hold it takes ([`Watchdog::register`], see
+/// [`lock_kind`](crate::lock_kind)); most users never do, and meet the watchdog through
+/// `redlock-reentrant`'s `RLock` or [`Watchdog::acquire`].
+///
 /// # Examples
 ///
 /// ```no_run
-/// use std::time::Instant;
-/// use redlock_core::{OwnerToken, Redlock, RedlockConfig};
-/// use redlock_watchdog::{RenewScript, Watchdog, WatchdogConfig};
+/// use redlock_core::{Redlock, RedlockConfig};
+/// use redlock_watchdog::{Watchdog, WatchdogConfig};
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let redlock = Redlock::new(RedlockConfig::with_nodes(["redis://127.0.0.1:6379"]))?;
 /// let watchdog = Watchdog::start(redlock, WatchdogConfig::default())?;
-/// // A plain lock's key and owner token; another kind of lock brings its own script.
-/// let owner = OwnerToken::new();
-/// let registration = watchdog.register(RenewScript::plain(), "redlock:report", owner.clone());
-/// // ... acquire the lock `redlock:report` for that owner ...
-/// # let valid_until = Instant::now();
-/// registration.activate_renewed(valid_until);
-/// let lost = registration.lost_signal().clone();
+/// let lease = watchdog.acquire("nightly-report").await?;
 /// tokio::select! {
-///     reason = lost.lost() => eprintln!("lock lost: {reason}"),
+///     reason = lease.lost() => eprintln!("lock lost: {reason}"),
 ///     () = async { /* the work */ } => {}
 /// }
-/// registration.releasing(); // first thing when unlocking: no renewal after this
-/// // ... release the lock; once a majority confirmed it:
-/// registration.ended(); // its signal will never fire (dropped without this: abandoned)
+/// lease.release().await?;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
@@ -80,8 +76,38 @@ impl Watchdog {
     }
 
     /// Registers a hold of the lock `key` by `owner`, renewed with its lock kind's `script`;
-    /// pending until activated. Register before sending an acquisition whose hold must be
-    /// known the moment it exists (or right after a plain grant, whose lease runs meanwhile).
+    /// pending until a grant is [`confirmed`](Registration::confirmed). Register before
+    /// sending an acquisition whose hold must be known the moment it exists (or right after a
+    /// plain grant, whose lease runs meanwhile).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Instant;
+    /// use redlock_core::{OwnerToken, Redlock, RedlockConfig};
+    /// use redlock_watchdog::lock_kind::{LeaseFacts, ReleasePhase, RenewScript};
+    /// use redlock_watchdog::{Watchdog, WatchdogConfig};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redlock = Redlock::new(RedlockConfig::with_nodes(["redis://127.0.0.1:6379"]))?;
+    /// let watchdog = Watchdog::start(redlock, WatchdogConfig::default())?;
+    /// // A plain lock's key and owner token; another kind of lock brings its own script.
+    /// let owner = OwnerToken::new();
+    /// let registration = watchdog.register(RenewScript::plain(), "redlock:report", owner.clone());
+    /// // ... acquire the lock `redlock:report` for that owner; a majority granted it:
+    /// # let valid_until = Instant::now();
+    /// registration.set(LeaseFacts { renew: true, release: ReleasePhase::None });
+    /// registration.confirmed(valid_until, watchdog.timeout());
+    /// let lost = registration.lost_signal();
+    /// tokio::select! {
+    ///     reason = lost.lost() => eprintln!("lock lost: {reason}"),
+    ///     () = async { /* the work */ } => {}
+    /// }
+    /// // First thing when unlocking: no renewal while the release is sent.
+    /// registration.set(LeaseFacts { renew: true, release: ReleasePhase::Sending });
+    /// // ... release the lock; once a majority confirmed it:
+    /// registration.ended(); // its signal will never fire (dropped without this: abandoned)
+    /// # Ok(()) }
+    /// ```
     pub fn register(
         &self,
         script: RenewScript,

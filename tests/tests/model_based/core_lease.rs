@@ -7,9 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_reentrant::{Error, LostReason, LostSignal};
+use redlock_reentrant::Error;
 
-use crate::plain::{believed, believers};
+use crate::plain::{believed, believers, Belief};
 
 /// The core lock's name.
 pub(crate) const CORE: &str = "core";
@@ -22,7 +22,7 @@ pub(crate) const LONGEST_CORE_LEASE: Duration = Duration::from_secs(3);
 pub(crate) struct CoreLeases {
     /// Each client's belief, as a signal whose deadline is its lease's validity end: the
     /// checks that read reentrant holders' signals read these the same way.
-    held: [Option<LostSignal>; 2],
+    held: [Option<Belief>; 2],
     /// Until when a lease that ended without a confirmed release may still be on the nodes.
     lingering_until: Instant,
 }
@@ -37,10 +37,8 @@ impl Default for CoreLeases {
 }
 
 /// A belief that ends at `valid_until`.
-fn belief(valid_until: Instant) -> LostSignal {
-    let signal = LostSignal::new();
-    signal.set_deadline(Some((valid_until, LostReason::LeaseExpired)));
-    signal
+fn belief(valid_until: Instant) -> Belief {
+    Belief::Until(valid_until)
 }
 
 impl CoreLeases {
@@ -50,7 +48,7 @@ impl CoreLeases {
     }
 
     /// The believed leases, with their signals.
-    pub(crate) fn believed(&self) -> Vec<(usize, LostSignal)> {
+    pub(crate) fn believed(&self) -> Vec<(usize, Belief)> {
         believed(&self.held)
     }
 

@@ -6,6 +6,36 @@ use std::time::{Duration, Instant};
 
 use redlock_reentrant::{Error, LostReason, LostSignal};
 
+/// What a holder believes, and until when: a lease's lost signal, or the validity end a plain
+/// core lease (which has no signal) is believed until.
+#[derive(Debug, Clone)]
+pub(crate) enum Belief {
+    Signal(LostSignal),
+    Until(Instant),
+}
+
+impl Belief {
+    /// When the belief ends, and why.
+    pub(crate) fn deadline(&self) -> Option<(Instant, LostReason)> {
+        match self {
+            Belief::Signal(signal) => signal.deadline(),
+            Belief::Until(at) => Some((*at, LostReason::LeaseExpired)),
+        }
+    }
+
+    /// Why the belief ended, once it has.
+    pub(crate) fn reason(&self) -> Option<LostReason> {
+        match self {
+            Belief::Signal(signal) => signal.reason(),
+            Belief::Until(at) => (Instant::now() >= *at).then_some(LostReason::LeaseExpired),
+        }
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.reason().is_some()
+    }
+}
+
 /// The plain lock's name.
 pub(crate) const PLAIN: &str = "plain";
 
@@ -13,7 +43,7 @@ pub(crate) const PLAIN: &str = "plain";
 #[derive(Debug, Clone)]
 pub(crate) struct PlainLeases {
     /// Each client's lease's lost signal, while the sequence keeps a lease.
-    held: [Option<LostSignal>; 2],
+    held: [Option<Belief>; 2],
     /// Whether a fault began while the lease was kept (explains a loss).
     disturbed: [bool; 2],
     /// Whether the lease's loss was seen already.
@@ -40,7 +70,7 @@ impl PlainLeases {
     }
 
     /// The believed leases, with their signals.
-    pub(crate) fn believed(&self) -> Vec<(usize, LostSignal)> {
+    pub(crate) fn believed(&self) -> Vec<(usize, Belief)> {
         believed(&self.held)
     }
 
@@ -56,7 +86,7 @@ impl PlainLeases {
     /// may stay on the nodes for a lease.
     pub(crate) fn observe(&mut self, disturbed: bool, lease: Duration) -> Result<(), String> {
         for client in 0..2 {
-            let Some(reason) = self.held[client].as_ref().and_then(LostSignal::reason) else {
+            let Some(reason) = self.held[client].as_ref().and_then(Belief::reason) else {
                 continue;
             };
             if std::mem::replace(&mut self.seen_lost[client], true) {
@@ -74,10 +104,10 @@ impl PlainLeases {
     }
 
     /// A lease kept from now on.
-    fn keep(&mut self, client: usize, signal: LostSignal) -> Option<LostSignal> {
+    fn keep(&mut self, client: usize, signal: LostSignal) -> Option<Belief> {
         self.disturbed[client] = false;
         self.seen_lost[client] = false;
-        self.held[client].replace(signal)
+        self.held[client].replace(Belief::Signal(signal))
     }
 
     fn linger(&mut self, lease: Duration) {
@@ -179,14 +209,14 @@ impl PlainLeases {
 }
 
 /// The clients whose kept lease is not lost (of a two-client model's leases).
-pub(crate) fn believers(held: &[Option<LostSignal>; 2]) -> Vec<usize> {
+pub(crate) fn believers(held: &[Option<Belief>; 2]) -> Vec<usize> {
     (0..2)
         .filter(|client| held[*client].as_ref().is_some_and(|s| !s.is_lost()))
         .collect()
 }
 
 /// The believed leases, with their signals.
-pub(crate) fn believed(held: &[Option<LostSignal>; 2]) -> Vec<(usize, LostSignal)> {
+pub(crate) fn believed(held: &[Option<Belief>; 2]) -> Vec<(usize, Belief)> {
     believers(held)
         .into_iter()
         .filter_map(|client| Some((client, held[client].clone()?)))

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::core_lease::CORE;
 use crate::model::{Model, Released, Took};
 use crate::ops::{Api, Lease, Step, ACTORS, CLIENTS, CLIENT_OF, LOCKS, NODES};
-use crate::plain::PLAIN;
+use crate::plain::{Belief, PLAIN};
 
 /// The watchdog lease: short, so fixed leases and pauses cross it within a few steps.
 pub(crate) const WATCHDOG: Duration = Duration::from_millis(1500);
@@ -710,7 +710,7 @@ impl System {
             .model
             .believers()
             .into_iter()
-            .map(|(_, _, signal)| signal);
+            .map(|(_, _, signal)| Belief::Signal(signal));
         let plain = self
             .model
             .plain
@@ -883,7 +883,7 @@ impl System {
                 (
                     format!("a{actor} l{lock}"),
                     self.key_of(NAMES[lock]),
-                    signal,
+                    Belief::Signal(signal),
                 )
             });
         let plain = self
