@@ -221,7 +221,7 @@ fn tls_compiled_in() -> bool {
 
 /// This package's dev-dependency on `redlock-core` turns `tls-rustls` on, so its tests always
 /// have TLS: a `rediss://` URL is accepted, its password hidden. The refusal without TLS is
-/// `redlock-core`'s unit tests' (`node::tests`), which `cargo test -p redlock-core --lib`
+/// `redlock-core`'s unit tests' (`node::open::tests`), which `cargo test -p redlock-core --lib`
 /// builds without TLS.
 #[test]
 fn a_tls_url_is_accepted_with_its_password_hidden() {
