@@ -10,7 +10,7 @@ use redis::{FromRedisValue, ParsingError, Value};
 ///
 /// ```
 /// use redlock_core::redis::{FromRedisValue, Value};
-/// use redlock_core::Applied;
+/// use redlock_core::lock_kind::Applied;
 /// assert_eq!(Applied::from_redis_value(Value::Int(1)), Ok(Applied::Yes));
 /// assert_eq!(Applied::from_redis_value(Value::Int(0)), Ok(Applied::No));
 /// assert!(Applied::from_redis_value(Value::Int(2)).is_err());

@@ -1,10 +1,10 @@
 //! Everything a [`Redlock`](crate::Redlock) is configured with.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::cluster::is_cluster_url;
 use crate::members::first_duplicate;
-use crate::quorum::clock_drift;
+use crate::quorum::{clock_drift, validity};
 use crate::{InvalidArgument, NodeAddress, RetryPolicy};
 
 /// The configuration of a [`Redlock`](crate::Redlock).
@@ -117,6 +117,29 @@ const AUTO_TIMEOUT_MAX: Duration = Duration::from_millis(500);
 /// Redis stores expiries in milliseconds as a signed 64-bit number; stay far below.
 const LONGEST_LEASE: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 100);
 
+/// The timings of requests about a lock with one lease ([`RedlockConfig::timing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// The lease the requests set.
+    pub lease: Duration,
+    /// How long each node may take to answer ([`RedlockConfig::node_timeout_for`]).
+    pub node_timeout: Duration,
+    /// The clock-drift allowance for the lease ([`RedlockConfig::drift_for`]).
+    pub drift: Duration,
+}
+
+impl Timing {
+    /// The validity left to a grant that took `elapsed` ([`validity`]); `None`: none.
+    pub fn validity(&self, elapsed: Duration) -> Option<Duration> {
+        validity(self.lease, elapsed, self.drift)
+    }
+
+    /// The end of the validity of a grant whose requests started at `started`.
+    pub fn valid_until(&self, started: Instant) -> Instant {
+        started + self.lease.saturating_sub(self.drift)
+    }
+}
+
 impl RedlockConfig {
     /// A configuration for these node URLs, everything else default.
     pub fn with_nodes<I, S>(nodes: I) -> Self
@@ -148,6 +171,27 @@ impl RedlockConfig {
     /// The clock-drift allowance for this lease.
     pub fn drift_for(&self, lease: Duration) -> Duration {
         clock_drift(lease, self.clock_drift_factor, self.clock_drift_floor)
+    }
+
+    /// The timings of requests about a lock with this lease, computed once: the per-node
+    /// timeout and the clock-drift allowance.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::RedlockConfig;
+    /// let config = RedlockConfig::with_nodes(["redis://127.0.0.1:6379"]);
+    /// let timing = config.timing(Duration::from_secs(10));
+    /// assert_eq!(timing.node_timeout, config.node_timeout_for(timing.lease));
+    /// assert_eq!(timing.drift, config.drift_for(timing.lease));
+    /// ```
+    pub fn timing(&self, lease: Duration) -> Timing {
+        Timing {
+            lease,
+            node_timeout: self.node_timeout_for(lease),
+            drift: self.drift_for(lease),
+        }
     }
 
     /// The Redis key of a lock name: `{prefix}{name}`, or `{prefix}{{name}}` when a node is a

@@ -79,7 +79,7 @@ pub enum Error {
     },
     /// The lock client was shut down.
     #[error("the lock client was shut down")]
-    ShutDown,
+    Shutdown,
 }
 
 fn ttl_suffix(ttl: Option<Duration>) -> String {

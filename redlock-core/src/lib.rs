@@ -39,8 +39,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Other lock scripts reuse the same fan-out through [`NodeSet::run_script`], which returns
-//! every node's reply and the quorum verdict in a [`FanOut`].
+//! Other lock kinds reuse the same fan-out through [`lock_kind`]: [`Redlock::nodes`] runs a
+//! script on every node and returns every node's reply and the quorum verdict in a
+//! [`lock_kind::FanOut`].
 
 mod applied;
 mod cluster;
@@ -65,21 +66,31 @@ pub mod sabotage;
 mod spawn_on_drop;
 pub mod telemetry;
 
-pub use applied::Applied;
 pub use cluster::is_cluster_url;
-pub use config::{RedlockConfig, ReplicaAcks};
+pub use config::{RedlockConfig, ReplicaAcks, Timing};
 pub use error::{ConnectError, Error, InvalidArgument, NodeError, NodeErrorKind};
 pub use lease::Lease;
-pub use lock_script::{LockScript, ScriptCall};
 pub use lost_reason::LostReason;
-pub use node::{Endpoint, Node};
 pub use node_address::NodeAddress;
-pub use nodes::{FanOut, NodeSet, BATCHES_IN_FLIGHT};
 pub use owner::OwnerToken;
 pub use readiness::{NodeStatus, Readiness};
 pub use redlock::Redlock;
 pub use retry::{Backoff, RetryPolicy};
-pub use spawn_on_drop::{cleanups_settled, spawn_cleanup, SpawnOnDrop};
+pub use spawn_on_drop::cleanups_settled;
+
+/// What a lock kind built on this quorum needs: scripts, the fan-out over every node and its
+/// verdicts, and cleanups that finish in the background. Most users never name these.
+pub mod lock_kind {
+    pub use crate::applied::Applied;
+    pub use crate::lock_script::{LockScript, ScriptCall};
+    pub use crate::node::{Endpoint, Node};
+    pub use crate::nodes::{FanOut, NodeSet, BATCHES_IN_FLIGHT};
+    pub use crate::spawn_on_drop::{spawn_cleanup, SpawnOnDrop};
+}
+// Named from the crate's root inside the crate.
+use lock_kind::{
+    spawn_cleanup, Applied, FanOut, LockScript, Node, NodeSet, ScriptCall, SpawnOnDrop,
+};
 
 /// The deadpool-redis crate behind the node pools.
 pub use deadpool_redis;

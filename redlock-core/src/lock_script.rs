@@ -15,7 +15,7 @@ use redis::ToRedisArgs;
 /// Every lock crate declares its scripts the same way, as statics beside their Lua files:
 ///
 /// ```
-/// use redlock_core::LockScript;
+/// use redlock_core::lock_kind::LockScript;
 /// static ECHO: LockScript = LockScript::new("return ARGV[1]");
 /// let call = ECHO.call().key("redlock:a").arg("token");
 /// assert_eq!(call.key_count(), 1);
@@ -45,7 +45,7 @@ impl LockScript {
     /// to every node (`PUBLISH`).
     ///
     /// ```
-    /// use redlock_core::LockScript;
+    /// use redlock_core::lock_kind::LockScript;
     /// static SHARDED: LockScript = LockScript::new("return redis.call('spublish', KEYS[1], ARGV[1])");
     /// static ANNOUNCE: LockScript =
     ///     LockScript::new("return redis.call('publish', KEYS[1], ARGV[1])").on_cluster(&SHARDED);

@@ -7,7 +7,6 @@ use tracing::{field, Span};
 
 use crate::lua::{AcquireReply, ACQUIRE, EXTEND, RELEASE, RENEW};
 use crate::quorum::lease_millis;
-use crate::quorum::validity;
 use crate::{
     Applied, Error, FanOut, Lease, LockScript, NodeSet, NodeStatus, OwnerToken, Readiness,
     RedlockConfig, SpawnOnDrop,
@@ -243,7 +242,8 @@ impl Redlock {
     async fn attempt(&self, name: &str, lease: Duration) -> Result<Lease, Error> {
         let key = self.config().key_for(name);
         let owner = OwnerToken::new();
-        let timeout = self.config().node_timeout_for(lease);
+        let timing = self.config().timing(lease);
+        let timeout = timing.node_timeout;
         let undo = SpawnOnDrop::new(self.clone().release_quietly(
             key.clone(),
             owner.clone(),
@@ -268,9 +268,8 @@ impl Redlock {
         span.record("granted", granted);
         span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
 
-        let drift = self.config().drift_for(lease);
         if granted >= fan.quorum() {
-            if let Some(left) = validity(lease, fan.elapsed(), drift) {
+            if let Some(left) = timing.validity(fan.elapsed()) {
                 undo.disarm();
                 return Ok(Lease {
                     name: name.to_owned(),
@@ -278,7 +277,7 @@ impl Redlock {
                     owner,
                     lease,
                     validity: left,
-                    valid_until: fan.started() + (lease - drift),
+                    valid_until: timing.valid_until(fan.started()),
                     granted_by: granted,
                 });
             }
@@ -406,7 +405,8 @@ impl Redlock {
     #[tracing::instrument(name = "redlock.extend", skip_all, fields(lock = %lease.name(), nodes = self.nodes().len(), quorum = self.quorum(), extended = field::Empty, elapsed_ms = field::Empty), err(level = "debug", Display))]
     pub async fn extend(&self, lease: &Lease, new_lease: Duration) -> Result<Lease, Error> {
         self.config().check_request(lease.name(), new_lease)?;
-        let timeout = self.config().node_timeout_for(new_lease);
+        let timing = self.config().timing(new_lease);
+        let timeout = timing.node_timeout;
         let call = EXTEND
             .call()
             .replicated()
@@ -421,18 +421,18 @@ impl Redlock {
         let span = Span::current();
         span.record("extended", extended);
         span.record("elapsed_ms", fan.elapsed().as_secs_f64() * 1e3);
-        let drift = self.config().drift_for(new_lease);
         if extended >= fan.quorum() {
-            return match validity(new_lease, fan.elapsed(), drift) {
+            let valid_until = timing.valid_until(fan.started());
+            return match timing.validity(fan.elapsed()) {
                 // No node shortens a lease: the old one stands where it is the later.
-                Some(_) if lease.valid_until >= fan.started() + (new_lease - drift) => Ok(Lease {
+                Some(_) if lease.valid_until >= valid_until => Ok(Lease {
                     granted_by: extended,
                     ..lease.clone()
                 }),
                 Some(left) => Ok(Lease {
                     lease: new_lease,
                     validity: left,
-                    valid_until: fan.started() + (new_lease - drift),
+                    valid_until,
                     granted_by: extended,
                     ..lease.clone()
                 }),

@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 /// # Examples
 ///
 /// ```
-/// use redlock_core::SpawnOnDrop;
+/// use redlock_core::lock_kind::SpawnOnDrop;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let (tx, rx) = tokio::sync::oneshot::channel();
@@ -129,7 +129,7 @@ impl Drop for Outstanding {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let (done, finished) = tokio::sync::oneshot::channel::<()>();
-/// redlock_core::spawn_cleanup(async move {
+/// redlock_core::lock_kind::spawn_cleanup(async move {
 ///     let _ = finished.await;
 /// });
 /// assert!(!redlock_core::cleanups_settled(Duration::from_millis(10)).await);

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::quorum::{lease_millis, validity};
-use redlock_core::{Error, FanOut, LostReason, NodeErrorKind, OwnerToken};
+use redlock_core::lock_kind::FanOut;
+use redlock_core::quorum::lease_millis;
+use redlock_core::{Error, LostReason, NodeErrorKind, OwnerToken};
 
 use crate::fencing::choose_token;
 use crate::hold::{new_generation, AcquirePlan, Grant, LeaseMode};
@@ -38,32 +39,33 @@ pub(crate) async fn attempt(
     mode: LeaseMode,
 ) -> Result<Outcome, Error> {
     inner.check_open()?;
-    let lease = match mode {
-        LeaseMode::Watchdog => inner.watchdog.timeout(),
-        LeaseMode::Fixed(lease) => lease,
+    let timing = match mode {
+        LeaseMode::Watchdog => inner.timing,
+        LeaseMode::Fixed(lease) => inner.redlock.config().timing(lease),
     };
+    let (lease, timeout) = (timing.lease, timing.node_timeout);
     inner.check_request(&target.name, lease)?;
     let mut hold = inner.holds.lock(&target.hold).await;
     let forced_epoch = inner.holds.force_epoch();
-    hold.refresh();
-    if hold.pending_unlock().is_some() {
+    if hold.state().pending_unlock().is_some() {
         // A release this owner could not complete comes first: its caller has moved on.
         hold = crate::unlock::finish_pending(inner, target, hold).await?;
     }
     let plan = hold
+        .state()
         .plan_acquire()
         .map_err(|reason| Error::lock_lost(&target.name, reason))?;
     let (expected, generation) = match plan {
         AcquirePlan::New => (0, new_generation()),
-        AcquirePlan::Nested { expected } => {
-            let generation = hold.generation().expect("a nested acquisition has a hold");
-            (expected, generation)
-        }
+        AcquirePlan::Nested {
+            expected,
+            generation,
+        } => (expected, generation),
     };
     let field = target.field(generation);
     // Registered before anything is sent, so the watchdog knows the hold the moment it exists;
     // dropped with the attempt if it does not complete.
-    let registration = (plan == AcquirePlan::New).then(|| inner.register(target, &field));
+    let mut registration = (plan == AcquirePlan::New).then(|| inner.register(target, &field));
     let mut guard = AttemptGuard::arm(
         Arc::clone(inner),
         target.clone(),
@@ -72,14 +74,11 @@ pub(crate) async fn attempt(
         expected + 1,
     );
 
-    let config = inner.redlock.config();
-    let timeout = config.node_timeout_for(lease);
-    let drift = config.drift_for(lease);
     let call = ACQUIRE
         .call()
         .replicated()
         .key(target.key())
-        .key(&*inner.fence_key_of(target.key()))
+        .key(&*target.fence_key)
         .arg(field.as_str())
         .arg(lease_millis(lease))
         .arg(expected)
@@ -114,10 +113,11 @@ pub(crate) async fn attempt(
         .map(|reply| reply.as_ref().is_ok_and(AcquireReply::granted))
         .collect();
     let started = fan.started();
-    let in_time = |elapsed: Duration| validity(lease, elapsed, drift).is_some();
+    let in_time = |elapsed: Duration| timing.validity(elapsed).is_some();
+    let granted_in_time = granted >= fan.quorum() && in_time(fan.elapsed());
 
-    if granted >= fan.quorum() && in_time(fan.elapsed()) {
-        let token = match plan {
+    let token = if granted_in_time {
+        Some(match plan {
             AcquirePlan::New => {
                 let candidates: Vec<u64> = fan
                     .values()
@@ -131,104 +131,154 @@ pub(crate) async fn attempt(
                 write_back_token(inner, target, &field, &candidates, timeout, granted_new).await
             }
             // A hold being re-entered always has its token.
-            AcquirePlan::Nested { .. } => Ok((guard.hold().token().unwrap_or_default(), false)),
-        };
-        match token {
-            Ok(_) if inner.is_shut_down() => {
-                // The client shut down while this attempt was in flight: it must not hand out
-                // a hold that shutdown did not see.
-                guard
-                    .undo_now(|node| landed[node], |node| seen[node], true)
-                    .await;
-                drop(guard.disarm());
-                return Err(Error::ShutDown);
+            AcquirePlan::Nested { .. } => {
+                Ok((guard.hold().state().token().unwrap_or_default(), false))
             }
-            Ok(_) if plan == AcquirePlan::New && inner.holds.forced_since(forced_epoch) => {
-                // A forced unlock of this client overlapped the attempt: its deletion may land
-                // after the grant, and nobody would tell this holder. Undo, and try again.
-                guard
-                    .undo_now(|node| landed[node], |node| seen[node], true)
-                    .await;
-                drop(guard.disarm());
-                return Ok(Outcome::Contended);
-            }
-            Ok(_)
-                if plan != AcquirePlan::New
-                    && guard
-                        .hold()
-                        .lost_signal()
-                        .is_some_and(|lost| lost.is_lost()) =>
-            {
-                // The hold was lost while this nested attempt was in flight (its fixed lease
-                // ran out, say): no acquisition is granted on a lost hold. Undo it, and say so.
-                guard
-                    .undo_now(|node| landed[node], |node| seen[node], false)
-                    .await;
-                let mut hold = guard.disarm();
-                return match hold.nested_refused() {
-                    LostReason::LeaseExpired => Ok(Outcome::Expired),
-                    reason => Err(Error::lock_lost(&target.name, reason)),
-                };
-            }
-            Ok((token, written_back)) if in_time(started.elapsed()) => {
-                #[cfg(feature = "sabotage")]
-                let started = if crate::sabotage::skip_validity() {
-                    // The broken twin counts the lease from the reply, not the request.
-                    std::time::Instant::now()
-                } else {
-                    started
-                };
-                let valid_until = started + (lease - drift);
-                let mut hold = guard.disarm();
-                let grant = match registration {
+        })
+    } else {
+        None
+    };
+    let decision = decide(Facts {
+        token,
+        shut_down: inner.is_shut_down(),
+        forced: plan == AcquirePlan::New && inner.holds.forced_since(forced_epoch),
+        lost: plan != AcquirePlan::New && !guard.hold().state().is_live(),
+        in_time: in_time(started.elapsed()),
+        could_have_held: landed.iter().filter(|landed| **landed).count() >= fan.quorum(),
+    });
+    let (announce, then) = match decision {
+        Decision::Grant {
+            token,
+            written_back,
+        } => {
+            #[cfg(feature = "sabotage")]
+            let started = if crate::sabotage::skip_validity() {
+                // The broken twin counts the lease from the reply, not the request.
+                std::time::Instant::now()
+            } else {
+                started
+            };
+            let valid = (lease, timing.valid_until(started));
+            let grant = {
+                let mut state = guard.hold().state();
+                match registration.take() {
                     Some(registration) => {
                         inner.counters.new_hold(written_back);
-                        hold.acquired_new(
-                            registration,
-                            generation,
-                            token,
-                            mode,
-                            (lease, valid_until),
-                        )
+                        Some(state.acquired_new(registration, generation, token, mode, valid))
                     }
-                    None => hold.acquired_nested(mode, (lease, valid_until)),
-                };
-                tracing::debug!(lock = %target.name, count = hold.count(), granted, "acquired");
-                return Ok(Outcome::Acquired(grant));
-            }
-            Ok(_) | Err(None) => {}
-            Err(Some(mut written)) => {
-                // The fencing write-back did not reach a majority: without it the token could
-                // be smaller than a later holder's. Undo, and report the missing quorum.
-                guard
-                    .undo_now(|node| landed[node], |node| seen[node], true)
-                    .await;
-                drop(guard.disarm());
-                return Err(Error::no_quorum(
-                    &target.name,
-                    written.count(|reply| *reply == Applied::Yes),
-                    &mut written,
-                ));
+                    // `None`: given up just now, where nothing could be sent.
+                    None => state.acquired_nested(mode, valid),
+                }
+            };
+            match grant {
+                Some(grant) => {
+                    let count = guard.disarm().state().count();
+                    tracing::debug!(lock = %target.name, count, granted, "acquired");
+                    return Ok(Outcome::Acquired(grant));
+                }
+                None => (false, Then::NestedLost),
             }
         }
-    }
-
-    // Not acquired: undo wherever the attempt landed (a grant may have lost its reply). Only
-    // an attempt that may have reached a majority could have looked like a holder to anyone,
-    // so only its undo announces a release. If this await is dropped, the guard undoes.
-    let could_have_held = landed.iter().filter(|landed| **landed).count() >= fan.quorum();
+        Decision::Undo { announce, then } => (announce, then),
+    };
+    // Undo wherever the attempt landed (a grant may have lost its reply). If this await is
+    // dropped, the guard undoes.
     guard
-        .undo_now(|node| landed[node], |node| seen[node], could_have_held)
+        .undo_now(|node| landed[node], |node| seen[node], announce)
         .await;
-    let mut hold = guard.disarm();
+    let hold = guard.disarm();
     drop(registration);
-    failure(target, &mut hold, plan, granted, lease, fan)
+    match then {
+        Then::Shutdown => Err(Error::Shutdown),
+        Then::Contended => Ok(Outcome::Contended),
+        Then::NestedLost => nested_lost(target, &hold),
+        Then::WriteBackFailed(mut written) => Err(Error::no_quorum(
+            &target.name,
+            written.count(|reply| *reply == Applied::Yes),
+            &mut written,
+        )),
+        Then::NotGranted => failure(target, &hold, plan, granted, lease, fan),
+    }
+}
+
+/// What an attempt saw, once its fan-out (and a new hold's token write-back, whose answers are
+/// a `W`) is in.
+struct Facts<W> {
+    /// The token and whether it was written back, when a majority granted in time; the
+    /// write-back's answers when it missed a majority (`Err(None)`: no candidate to choose).
+    token: Option<Result<(u64, bool), Option<W>>>,
+    /// The client shut down meanwhile.
+    shut_down: bool,
+    /// A forced unlock of this client overlapped a new hold's attempt.
+    forced: bool,
+    /// The hold a nested attempt counts up was lost meanwhile.
+    lost: bool,
+    /// The grant's validity is still left now.
+    in_time: bool,
+    /// The attempt may have landed on a majority.
+    could_have_held: bool,
+}
+
+/// What an attempt does with what it saw.
+#[derive(Debug, PartialEq)]
+enum Decision<W> {
+    /// Hand the grant out, with its token.
+    Grant { token: u64, written_back: bool },
+    /// Undo it wherever it landed (announcing a release to waiters when `announce`), then
+    /// answer as `then` says.
+    Undo { announce: bool, then: Then<W> },
+}
+
+/// What an undone attempt answers.
+#[derive(Debug, PartialEq)]
+enum Then<W> {
+    /// The client shut down while the attempt was in flight: it must not hand out a hold
+    /// that shutdown did not see.
+    Shutdown,
+    /// A forced unlock overlapped: its deletion may land after the grant, and nobody would
+    /// tell this holder. Try again.
+    Contended,
+    /// The hold was lost while this nested attempt was in flight (its fixed lease ran out,
+    /// say): no acquisition is granted on a lost hold.
+    NestedLost,
+    /// The fencing write-back missed a majority: without it the token could be smaller than
+    /// a later holder's.
+    WriteBackFailed(W),
+    /// Not granted in time: why, or who holds the lock ([`failure`]).
+    NotGranted,
+}
+
+/// The attempt's decision. Only an attempt that may have reached a majority could have looked
+/// like a holder to anyone, so an undo announces a release when it could have, and always once
+/// a majority granted; a nested attempt's undo leaves the hold in place, so it never does.
+fn decide<W>(facts: Facts<W>) -> Decision<W> {
+    let undo = |announce, then| Decision::Undo { announce, then };
+    match facts.token {
+        Some(Ok(_)) if facts.shut_down => undo(true, Then::Shutdown),
+        Some(Ok(_)) if facts.forced => undo(true, Then::Contended),
+        Some(Ok(_)) if facts.lost => undo(false, Then::NestedLost),
+        Some(Ok((token, written_back))) if facts.in_time => Decision::Grant {
+            token,
+            written_back,
+        },
+        Some(Err(Some(written))) => undo(true, Then::WriteBackFailed(written)),
+        Some(Ok(_) | Err(None)) | None => undo(facts.could_have_held, Then::NotGranted),
+    }
+}
+
+/// A nested attempt found its hold lost while it was in flight (and undid it): the hold is
+/// over if its fixed lease ran out, or lost.
+fn nested_lost(target: &Target, hold: &HoldGuard) -> Result<Outcome, Error> {
+    match hold.state().nested_refused() {
+        LostReason::LeaseExpired => Ok(Outcome::Expired),
+        reason => Err(Error::lock_lost(&target.name, reason)),
+    }
 }
 
 /// Why an attempt that a majority did not grant in time failed, or who holds the lock.
 fn failure(
     target: &Target,
-    hold: &mut HoldGuard,
+    hold: &HoldGuard,
     plan: AcquirePlan,
     granted: usize,
     lease: Duration,
@@ -257,10 +307,7 @@ fn failure(
         if granted + unanswered >= fan.quorum() {
             return Err(Error::no_quorum(&target.name, granted, &mut fan));
         }
-        return match hold.nested_refused() {
-            LostReason::LeaseExpired => Ok(Outcome::Expired),
-            reason => Err(Error::lock_lost(&target.name, reason)),
-        };
+        return nested_lost(target, hold);
     }
     // Only an owner that a majority names is waited for; anything less is a split vote or an
     // uncertain count, which a short jittered pause resolves.
@@ -298,7 +345,7 @@ async fn write_back_token(
         .call()
         .replicated()
         .key(target.key())
-        .key(&*inner.fence_key_of(target.key()))
+        .key(&*target.fence_key)
         .arg(field.as_str())
         .arg(choice.token);
     // Only the nodes that granted this hold can take the write-back: the others would answer
@@ -395,7 +442,7 @@ impl Drop for AttemptGuard {
             .await;
             drop(hold);
         };
-        redlock_core::spawn_cleanup(cleanup);
+        redlock_core::lock_kind::spawn_cleanup(cleanup);
     }
 }
 
@@ -415,7 +462,6 @@ async fn undo(
     seen: impl Fn(usize) -> bool,
     announce: bool,
 ) {
-    let lease = inner.watchdog.timeout();
     let call = UNDO
         .call()
         .key(target.key())
@@ -430,17 +476,105 @@ async fn undo(
     let fan: FanOut<Applied> = inner
         .redlock
         .nodes()
-        .run_script_on(
-            &call,
-            inner.redlock.config().node_timeout_for(lease),
-            landed,
-            |fan| fan.replied_on(&seen),
-        )
+        .run_script_on(&call, inner.node_timeout(), landed, |fan| {
+            fan.replied_on(&seen)
+        })
         .await;
     for err in fan
         .errors()
         .filter(|err| !err.is_not_asked() && !err.is_not_awaited())
     {
         tracing::debug!(node = %err.address, error = %err.kind, "undo failed on a node; the lease bounds it");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An attempt a majority granted in time, token 7 written back, nothing else happening.
+    fn granted() -> Facts<&'static str> {
+        Facts {
+            token: Some(Ok((7, true))),
+            shut_down: false,
+            forced: false,
+            lost: false,
+            in_time: true,
+            could_have_held: true,
+        }
+    }
+
+    fn undo(announce: bool, then: Then<&'static str>) -> Decision<&'static str> {
+        Decision::Undo { announce, then }
+    }
+
+    #[test]
+    fn a_grant_in_time_is_handed_out_with_its_token() {
+        assert_eq!(
+            decide(granted()),
+            Decision::Grant {
+                token: 7,
+                written_back: true
+            }
+        );
+    }
+
+    #[test]
+    fn what_happened_meanwhile_undoes_a_grant_in_this_order() {
+        let all = Facts {
+            shut_down: true,
+            forced: true,
+            lost: true,
+            in_time: false,
+            ..granted()
+        };
+        assert_eq!(decide(all), undo(true, Then::Shutdown));
+        let forced = Facts {
+            forced: true,
+            lost: true,
+            ..granted()
+        };
+        assert_eq!(decide(forced), undo(true, Then::Contended));
+        // A nested attempt's undo leaves the hold on the nodes: nothing to announce.
+        let lost = Facts {
+            lost: true,
+            in_time: false,
+            ..granted()
+        };
+        assert_eq!(decide(lost), undo(false, Then::NestedLost));
+        // Granted, but the validity ran out while the token was written back.
+        let late = Facts {
+            in_time: false,
+            could_have_held: true,
+            ..granted()
+        };
+        assert_eq!(decide(late), undo(true, Then::NotGranted));
+    }
+
+    #[test]
+    fn a_write_back_that_missed_a_majority_is_undone_and_reported() {
+        let missed = Facts {
+            token: Some(Err(Some("answers"))),
+            ..granted()
+        };
+        assert_eq!(decide(missed), undo(true, Then::WriteBackFailed("answers")));
+        let no_candidate = Facts {
+            token: Some(Err(None)),
+            could_have_held: true,
+            ..granted()
+        };
+        assert_eq!(decide(no_candidate), undo(true, Then::NotGranted));
+    }
+
+    #[test]
+    fn an_attempt_not_granted_announces_only_if_it_could_have_held() {
+        for could_have_held in [false, true] {
+            let refused = Facts {
+                token: None,
+                could_have_held,
+                ..granted()
+            };
+            assert_eq!(decide(refused), undo(could_have_held, Then::NotGranted));
+        }
     }
 }

@@ -144,7 +144,7 @@ impl LockClient {
     }
 
     /// Releases every lock this client holds (all nested holds at once), stops renewing, and
-    /// refuses further operations with [`Error::ShutDown`]. Holds that could not be released
+    /// refuses further operations with [`Error::Shutdown`]. Holds that could not be released
     /// (a node down) expire with their lease. It returns once a majority decided each release;
     /// the requests to the other nodes finish in the background, so a process about to exit
     /// waits for them with [`cleanups_settled`](crate::cleanups_settled) first (dropping the
@@ -299,7 +299,7 @@ impl LockClientBuilder {
     pub async fn build(self) -> Result<LockClient, Error> {
         let redlock = Redlock::new(self.redlock)?;
         let watchdog = Watchdog::start(redlock.clone(), self.watchdog)?;
-        let timeout = redlock.config().node_timeout_for(watchdog.timeout());
+        let timeout = redlock.config().timing(watchdog.timeout()).node_timeout;
         // Connect now, so the first lock does not pay for it (a TLS handshake on a busy machine
         // can outlast a per-node timeout); nodes that are down are reported, not fatal: a
         // minority may be, and a node that hangs does not hold up the build once a majority

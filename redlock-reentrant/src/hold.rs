@@ -102,8 +102,8 @@ impl Lost {
 pub(crate) enum AcquirePlan {
     /// Take the lock afresh (count 1, a new fencing token).
     New,
-    /// Count up a hold this owner has `expected` acquisitions of.
-    Nested { expected: u32 },
+    /// Count up the hold of `generation`, which this owner has `expected` acquisitions of.
+    Nested { expected: u32, generation: u64 },
 }
 
 /// A granted acquisition: what its caller (and a guard) keeps.
@@ -241,6 +241,7 @@ impl Hold {
             Hold::Lost(lost) => Err(lost.reason()),
             Hold::Held(held) => Ok(AcquirePlan::Nested {
                 expected: held.count(),
+                generation: held.generation,
             }),
         }
     }
@@ -272,22 +273,25 @@ impl Hold {
 
     /// A nested acquisition was granted by a majority for `lease`, valid until `valid_until`.
     /// The hold's lease only grows: a fixed one keeps any renewal, a watchdog one turns renewal
-    /// on.
-    ///
-    /// # Panics
-    ///
-    /// If the hold is not live (callers plan first).
+    /// on. `None` when the hold is no longer live (lost, or given up meanwhile): nothing is
+    /// granted on it.
     pub(crate) fn acquired_nested(
         &mut self,
         mode: LeaseMode,
         (lease, valid_until): (Duration, Instant),
-    ) -> Grant {
+    ) -> Option<Grant> {
+        self.refresh();
         self.change(|held| {
             held.leases.push(mode);
             held.registration.confirmed(valid_until, lease);
             held.grant()
         })
-        .expect("a nested acquisition needs a live hold")
+    }
+
+    /// Whether the hold is live (held, its signal not fired).
+    pub(crate) fn is_live(&mut self) -> bool {
+        self.refresh();
+        matches!(self, Hold::Held(_))
     }
 
     /// A nested acquisition found the hold gone from a majority: the hold is lost. Returns
@@ -420,11 +424,11 @@ impl Hold {
         }
     }
 
-    /// Applies the release of a guard of `generation` that was dropped while another
-    /// operation had the hold (outside a runtime, it could send nothing): it gives the hold up.
-    pub(crate) fn absorb_abandoned(&mut self, generation: u64) {
+    /// A guard of `generation` (`None`: whatever this owner holds) was dropped where nothing
+    /// can be sent (no runtime): the hold is given up if it is still that one.
+    pub(crate) fn abandon(&mut self, generation: Option<u64>) {
         self.refresh();
-        if self.generation() == Some(generation) {
+        if generation.is_none_or(|generation| self.generation() == Some(generation)) {
             self.give_up(LostReason::Abandoned);
         }
     }
@@ -550,8 +554,16 @@ mod tests {
     async fn nested_acquisitions_count_up_and_releases_count_down_to_free() {
         let watchdog = watchdog();
         let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
-        assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::Nested { expected: 1 }));
-        let nested = hold.acquired_nested(LeaseMode::Watchdog, valid(30));
+        assert_eq!(
+            hold.plan_acquire(),
+            Ok(AcquirePlan::Nested {
+                expected: 1,
+                generation: grant.generation
+            })
+        );
+        let nested = hold
+            .acquired_nested(LeaseMode::Watchdog, valid(30))
+            .expect("live");
         assert_eq!(nested.generation, grant.generation);
         assert_eq!(nested.token, 7);
         assert_eq!(hold.count(), 2);
@@ -786,9 +798,9 @@ mod tests {
             Err(Refusal::NotOwner)
         );
         assert_eq!(hold.count(), 1, "the later hold is untouched");
-        hold.absorb_abandoned(first.generation);
+        hold.abandon(Some(first.generation));
         assert_eq!(hold.count(), 1, "nor given up for the earlier guard");
-        hold.absorb_abandoned(second.generation);
+        hold.abandon(Some(second.generation));
         assert_eq!(second.lost.reason(), Some(LostReason::Abandoned));
     }
 

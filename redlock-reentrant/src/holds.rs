@@ -1,13 +1,11 @@
 //! This process's holds: one cell per (lock key, owner), which serializes that owner's
 //! operations on that lock and keeps its [`Hold`] state machine.
 
-use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use dashmap::DashMap;
 use redlock_core::OwnerToken;
-use redlock_watchdog::lock_kind::GiveUp;
 use redlock_watchdog::LostSignal;
 use tokio::sync::OwnedMutexGuard;
 
@@ -39,79 +37,35 @@ impl HoldKey {
 /// One owner's hold of one lock, as this process knows it.
 #[derive(Debug, Default)]
 pub(crate) struct HoldCell {
-    /// Locked for the whole of an operation on the hold (an acquisition and its undo, an
-    /// unlock and its retries).
-    state: Arc<tokio::sync::Mutex<Hold>>,
-    /// What can be read without waiting for an operation in flight, updated whenever an
-    /// operation lets go of the state.
-    snapshot: Mutex<Snapshot>,
-    /// Generations of guards dropped, outside any runtime, while an operation had the state:
-    /// the next operation gives those holds up.
-    abandoned: Mutex<Vec<u64>>,
-}
-
-#[derive(Debug, Clone)]
-struct Snapshot {
-    token: Option<u64>,
-    record: Option<GiveUp>,
-    generation: Option<u64>,
-    free: bool,
-}
-
-impl Default for Snapshot {
-    fn default() -> Self {
-        Self {
-            token: None,
-            record: None,
-            generation: None,
-            free: true,
-        }
-    }
+    /// Taken for the whole of an operation on the hold (an acquisition and its undo, an unlock
+    /// and its retries): one operation at a time.
+    turn: Arc<tokio::sync::Mutex<()>>,
+    /// The hold: read at any time, changed under a lock never held across an `.await`.
+    state: Mutex<Hold>,
 }
 
 impl HoldCell {
+    /// The hold as it is now: a live hold whose lease record was lost (by the watchdog, a
+    /// deadline, or another handle) reads as lost.
+    pub(crate) fn state(&self) -> MutexGuard<'_, Hold> {
+        let mut hold = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        hold.refresh();
+        hold
+    }
+
     /// The current hold's fencing token, while it is live.
     pub(crate) fn token(&self) -> Option<u64> {
-        self.read().token
+        self.state().token()
     }
 
     /// The current hold's lost signal, live or lost.
     pub(crate) fn lost(&self) -> Option<LostSignal> {
-        self.read().record.map(|record| record.lost_signal())
-    }
-
-    /// A handle that gives the current hold up, live or lost.
-    pub(crate) fn giver(&self) -> Option<GiveUp> {
-        self.read().record
+        self.state().lost_signal()
     }
 
     /// The current hold's generation, live or lost.
     pub(crate) fn generation(&self) -> Option<u64> {
-        self.read().generation
-    }
-
-    /// Records that a guard of `generation` was dropped while the state was busy.
-    pub(crate) fn abandon_later(&self, generation: u64) {
-        self.abandoned
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(generation);
-    }
-
-    fn read(&self) -> Snapshot {
-        self.snapshot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn publish(&self, hold: &Hold) {
-        *self.snapshot.lock().unwrap_or_else(PoisonError::into_inner) = Snapshot {
-            token: hold.token(),
-            record: hold.giver(),
-            generation: hold.generation(),
-            free: matches!(hold, Hold::Free),
-        };
+        self.state().generation()
     }
 }
 
@@ -136,47 +90,17 @@ impl Drop for Forcing {
 }
 
 impl Holds {
-    /// Waits for the hold's state (creating its cell if there is none) and brings it up to
-    /// date: guards abandoned meanwhile are applied.
+    /// Waits for the hold's turn (creating its cell if there is none): the operation has the
+    /// hold until the guard is dropped.
     pub(crate) async fn lock(self: &Arc<Self>, hold: &HoldKey) -> HoldGuard {
         let cell = Arc::clone(self.cells.entry(hold.clone()).or_default().value());
-        let state = Arc::clone(&cell.state).lock_owned().await;
-        self.guard(hold, cell, state)
-    }
-
-    /// The hold's state if no operation has it now, without waiting (for `Drop`, which cannot
-    /// wait); `None` when this process has no such hold or an operation has it.
-    pub(crate) fn try_lock(self: &Arc<Self>, hold: &HoldKey) -> Option<HoldGuard> {
-        let cell = self.get(hold)?;
-        let state = Arc::clone(&cell.state).try_lock_owned().ok()?;
-        Some(self.guard(hold, cell, state))
-    }
-
-    /// The guard of a hold whose state was just taken; it applies the releases of guards
-    /// dropped meanwhile where nothing could be sent.
-    fn guard(
-        self: &Arc<Self>,
-        hold: &HoldKey,
-        cell: Arc<HoldCell>,
-        state: OwnedMutexGuard<Hold>,
-    ) -> HoldGuard {
-        let mut guard = HoldGuard {
+        let turn = Arc::clone(&cell.turn).lock_owned().await;
+        HoldGuard {
             holds: Arc::clone(self),
             key: hold.clone(),
             cell: Some(cell),
-            state: Some(state),
-        };
-        let abandoned = std::mem::take(
-            &mut *guard
-                .cell()
-                .abandoned
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        for generation in abandoned {
-            guard.absorb_abandoned(generation);
+            turn: Some(turn),
         }
-        guard
     }
 
     /// The cell of a hold, if this process has one.
@@ -185,9 +109,11 @@ impl Holds {
     }
 
     /// Drops the cell of a hold that is free and that no operation is using.
-    fn forget_if_idle(&self, hold: &HoldKey) {
+    pub(crate) fn forget_if_idle(&self, hold: &HoldKey) {
         self.cells.remove_if(hold, |_, cell| {
-            Arc::strong_count(cell) == 1 && Arc::strong_count(&cell.state) == 1 && cell.read().free
+            Arc::strong_count(cell) == 1
+                && Arc::strong_count(&cell.turn) == 1
+                && matches!(*cell.state(), Hold::Free)
         });
     }
 
@@ -226,41 +152,27 @@ impl Holds {
     }
 }
 
-/// One operation's exclusive use of a hold's state. Letting go of it publishes what others may
-/// read without waiting, and forgets the cell once the hold is free and unused.
+/// One operation's turn on a hold. Letting go of it forgets the cell once the hold is free and
+/// unused.
 #[derive(Debug)]
 pub(crate) struct HoldGuard {
     holds: Arc<Holds>,
     key: HoldKey,
     cell: Option<Arc<HoldCell>>,
-    state: Option<OwnedMutexGuard<Hold>>,
+    turn: Option<OwnedMutexGuard<()>>,
 }
 
 impl HoldGuard {
-    fn cell(&self) -> &HoldCell {
-        self.cell.as_ref().expect("present until dropped")
-    }
-}
-
-impl Deref for HoldGuard {
-    type Target = Hold;
-
-    fn deref(&self) -> &Hold {
-        self.state.as_ref().expect("present until dropped")
-    }
-}
-
-impl DerefMut for HoldGuard {
-    fn deref_mut(&mut self) -> &mut Hold {
-        self.state.as_mut().expect("present until dropped")
+    /// The hold now (see [`HoldCell::state`]); never kept across an `.await`.
+    pub(crate) fn state(&self) -> MutexGuard<'_, Hold> {
+        self.cell.as_ref().expect("present until dropped").state()
     }
 }
 
 impl Drop for HoldGuard {
     fn drop(&mut self) {
-        if let (Some(cell), Some(state)) = (self.cell.take(), self.state.take()) {
-            cell.publish(&state);
-            drop(state);
+        if let (Some(cell), Some(turn)) = (self.cell.take(), self.turn.take()) {
+            drop(turn);
             drop(cell);
             self.holds.forget_if_idle(&self.key);
         }
@@ -274,6 +186,8 @@ pub(crate) struct Target {
     pub(crate) hold: HoldKey,
     /// The pub/sub channel on which the lock's release is announced.
     pub(crate) channel: Arc<str>,
+    /// The fencing counter the lock's tokens come from.
+    pub(crate) fence_key: Arc<str>,
 }
 
 impl Target {

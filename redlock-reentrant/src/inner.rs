@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::{Error, InvalidArgument, OwnerToken, Redlock};
+use redlock_core::{Error, InvalidArgument, OwnerToken, Redlock, Timing};
 use redlock_watchdog::lock_kind::{Registration, RenewScript};
 use redlock_watchdog::Watchdog;
 
@@ -21,9 +21,11 @@ pub(crate) struct Inner {
     pub(crate) watchdog: Watchdog,
     pub(crate) wakeups: Wakeups,
     pub(crate) holds: Arc<Holds>,
+    /// The timings of requests on the watchdog's lease (every release, undo and inspection).
+    pub(crate) timing: Timing,
     /// The nodes' fencing counter shared by every lock, or `None` with a Redis Cluster member,
     /// where each lock has its own (see [`Inner::fence_key_of`]).
-    shared_fence_key: Option<String>,
+    shared_fence_key: Option<Arc<str>>,
     closed: AtomicBool,
     requests: AtomicU64,
     /// The largest fencing token this client handed out: new holds ask every node for a
@@ -36,8 +38,10 @@ impl Inner {
     pub(crate) fn new(redlock: Redlock, watchdog: Watchdog, wakeups: Wakeups) -> Self {
         let config = redlock.config();
         let shared_fence_key = (!config.has_cluster_member())
-            .then(|| format!("{}{}", config.key_prefix, FENCE_COUNTER));
+            .then(|| format!("{}{}", config.key_prefix, FENCE_COUNTER).into());
+        let timing = config.timing(watchdog.timeout());
         Self {
+            timing,
             id: uuid::Uuid::new_v4().to_string(),
             redlock,
             watchdog,
@@ -53,11 +57,12 @@ impl Inner {
 
     /// The fencing counter for the lock `key`: one per node shared by every lock, or with a
     /// Redis Cluster member, one per lock beside it (`{key}:fencing-counter`, in its slot: a
-    /// script may only touch keys of one slot, and no one key lives in every slot).
-    pub(crate) fn fence_key_of<'a>(&'a self, key: &str) -> std::borrow::Cow<'a, str> {
+    /// script may only touch keys of one slot, and no one key lives in every slot). Built once
+    /// per `RLock`.
+    pub(crate) fn fence_key_of(&self, key: &str) -> Arc<str> {
         match &self.shared_fence_key {
-            Some(shared) => std::borrow::Cow::Borrowed(shared),
-            None => std::borrow::Cow::Owned(format!("{key}:{FENCE_COUNTER}")),
+            Some(shared) => Arc::clone(shared),
+            None => format!("{key}:{FENCE_COUNTER}").into(),
         }
     }
 
@@ -78,7 +83,7 @@ impl Inner {
 
     pub(crate) fn check_open(&self) -> Result<(), Error> {
         if self.is_shut_down() {
-            Err(Error::ShutDown)
+            Err(Error::Shutdown)
         } else {
             Ok(())
         }
@@ -137,9 +142,7 @@ impl Inner {
     /// The per-node request timeout for a lock on the watchdog's lease (the configured one,
     /// or the default share of that lease).
     pub(crate) fn node_timeout(&self) -> Duration {
-        self.redlock
-            .config()
-            .node_timeout_for(self.watchdog.timeout())
+        self.timing.node_timeout
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::FanOut;
+use redlock_core::lock_kind::FanOut;
 
 use crate::consensus::reached_by_majority;
 use crate::holds::Target;
@@ -91,7 +91,7 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
     let call = INSPECT
         .call()
         .key(target.key())
-        .key(&*inner.fence_key_of(target.key()))
+        .key(&*target.fence_key)
         .arg(field.as_str());
     let timeout = inner.node_timeout();
     let mut fan: FanOut<Inspected> = inner.redlock.nodes().run_script(&call, timeout).await;

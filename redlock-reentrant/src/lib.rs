@@ -87,10 +87,9 @@ pub use rlock::RLock;
 /// The errors of every lock of the workspace: one type, defined by the quorum core.
 pub use redlock_core::Error;
 pub use redlock_core::{
-    cleanups_settled, deadpool_redis, is_cluster_url, quorum, redis, telemetry, Backoff,
-    ConnectError, FanOut, InvalidArgument, Lease, LockScript, LostReason, NodeAddress, NodeError,
-    NodeErrorKind, NodeSet, NodeStatus, OwnerToken, Readiness, Redlock, RedlockConfig, ReplicaAcks,
-    RetryPolicy, ScriptCall,
+    cleanups_settled, is_cluster_url, quorum, redis, telemetry, ConnectError, InvalidArgument,
+    Lease, LostReason, NodeAddress, NodeError, NodeErrorKind, NodeStatus, OwnerToken, Readiness,
+    Redlock, RedlockConfig, ReplicaAcks, RetryPolicy, Timing,
 };
 pub use redlock_watchdog::{
     LostSignal, RenewedLease, Watchdog, WatchdogConfig, WatchdogStats, RENEWING_TARGET,

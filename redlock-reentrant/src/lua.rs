@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+pub(crate) use redlock_core::lock_kind::Applied;
+use redlock_core::lock_kind::LockScript;
 use redlock_core::redis::{self, FromRedisValue, ParsingError, Value};
-pub(crate) use redlock_core::Applied;
-use redlock_core::LockScript;
 
 /// Declares a script that announces releases: standalone masters run it after
 /// `lua/announce.lua` (`PUBLISH`), Redis Cluster members after `lua/announce_sharded.lua`

@@ -89,7 +89,9 @@ pub struct RLock {
     client: LockClient,
     name: Arc<str>,
     key: Arc<str>,
+    /// Built once, with the key: the release channel and the fencing counter.
     channel: Arc<str>,
+    fence_key: Arc<str>,
     owner: OwnerSource,
 }
 
@@ -101,11 +103,13 @@ impl RLock {
         owner: OwnerSource,
     ) -> Self {
         let channel = crate::wakeup::channel_of(&key).into();
+        let fence_key = client.inner.fence_key_of(&key);
         Self {
             client,
             name,
             key,
             channel,
+            fence_key,
             owner,
         }
     }
@@ -144,6 +148,7 @@ impl RLock {
                 owner: self.owner.resolve(&self.client.inner.id)?,
             },
             channel: Arc::clone(&self.channel),
+            fence_key: Arc::clone(&self.fence_key),
         })
     }
 
@@ -167,7 +172,7 @@ impl RLock {
     ///
     /// [`Error::NoQuorum`] once the client's retry policy is spent, [`Error::WrongType`],
     /// [`Error::InvalidArgument`] (empty or reserved name), [`Error::LockLost`] (a nested
-    /// acquisition of a hold that was lost), [`Error::ShutDown`].
+    /// acquisition of a hold that was lost), [`Error::Shutdown`].
     ///
     /// # Examples
     ///

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::task::{Context, Waker};
 
 use futures_util::StreamExt;
+use redlock_core::lock_kind::{FanOut, ScriptCall, BATCHES_IN_FLIGHT};
 use redlock_core::quorum::lease_millis;
-use redlock_core::{Error, FanOut, LostReason, ScriptCall, BATCHES_IN_FLIGHT};
+use redlock_core::{Error, LostReason};
 
 use crate::hold::{Hold, LeaseMode, Refusal, ReleasePlan};
 use crate::holds::{HoldGuard, Target};
@@ -78,19 +79,21 @@ impl OwedRelease {
             return Err(err);
         }
         let mut hold = self.inner.holds.lock(&self.target.hold).await;
-        if self.generation.is_some() && hold.pending_unlock().is_some() {
+        if self.generation.is_some() && hold.state().pending_unlock().is_some() {
             // A guard's release is not the retry of the owner's pending one: that comes first.
             // Still owed meanwhile: dropped here, the release is paid in a spawned task.
             match finish_pending(&self.inner, &self.target, hold).await {
                 Ok(updated) => hold = updated,
                 Err(err) => {
                     // No majority again: nobody is left to retry this guard's release.
-                    let mut hold = self.inner.holds.lock(&self.target.hold).await;
+                    let hold = self.inner.holds.lock(&self.target.hold).await;
                     self.owed = false;
-                    hold.refresh();
-                    if let Some(generation) = self.generation.filter(|_| {
-                        hold.generation() == self.generation && hold.give_up(LostReason::QuorumLost)
-                    }) {
+                    let given_up = {
+                        let mut state = hold.state();
+                        state.generation() == self.generation
+                            && state.give_up(LostReason::QuorumLost)
+                    };
+                    if let Some(generation) = self.generation.filter(|_| given_up) {
                         abandon(&self.inner, &self.target, generation).await;
                     }
                     return Err(err);
@@ -149,52 +152,37 @@ impl Drop for OwedRelease {
 }
 
 /// Gives a hold up where nothing can be sent (no runtime): renewal stops and the signal fires
-/// now; the lock expires with its lease. If an operation has the hold, it applies this when done.
+/// now; the lock expires with its lease. An operation in flight on the hold finds it given up.
 fn abandon_without_runtime(inner: &Inner, target: &Target, generation: Option<u64>) {
-    // Through a hold guard, so that what readers see (`RLock::fencing_token`, say) is updated
-    // and the cell of a hold now free is let go, as after any operation.
-    match inner.holds.try_lock(&target.hold) {
-        Some(mut hold) => {
-            tracing::warn!(lock = %target.name, "released outside a tokio runtime: the hold is given up and expires with its lease");
-            hold.refresh();
-            if generation.is_none_or(|generation| hold.generation() == Some(generation)) {
-                hold.give_up(LostReason::Abandoned);
-            }
-        }
-        None => {
-            // An operation has the hold (or there is none): it applies this when done.
-            let Some(cell) = inner.holds.get(&target.hold) else {
-                return;
-            };
-            tracing::warn!(lock = %target.name, "released outside a tokio runtime: the hold is given up and expires with its lease");
-            let current = cell.generation();
-            if generation.is_none_or(|generation| current == Some(generation)) {
-                if let Some(record) = cell.giver() {
-                    record.give_up(LostReason::Abandoned);
-                }
-            }
-            if let Some(generation) = generation.or(current) {
-                cell.abandon_later(generation);
-            }
-        }
-    }
+    let Some(cell) = inner.holds.get(&target.hold) else {
+        return;
+    };
+    tracing::warn!(lock = %target.name, "released outside a tokio runtime: the hold is given up and expires with its lease");
+    cell.state().abandon(generation);
+    drop(cell);
+    inner.holds.forget_if_idle(&target.hold);
 }
 
 /// Plans one release of the hold, or says why there is nothing to release.
 fn plan(
     target: &Target,
-    mut hold: HoldGuard,
+    hold: HoldGuard,
     generation: Option<u64>,
     inner: &Inner,
 ) -> Result<(HoldGuard, ReleasePlan), Error> {
-    let current = hold.generation();
-    match hold.plan_release(generation, || inner.request_id()) {
+    let (planned, unwound) = {
+        let mut state = hold.state();
+        let current = state.generation();
+        let planned = state.plan_release(generation, || inner.request_id());
+        (planned, current.filter(|_| matches!(*state, Hold::Free)))
+    };
+    match planned {
         Ok(plan) => Ok((hold, plan)),
         Err(Refusal::NotOwner) => Err(Error::NotOwner {
             name: target.name.to_string(),
         }),
         Err(Refusal::Lost(reason)) => {
-            if let Some(lost) = current.filter(|_| matches!(*hold, Hold::Free)) {
+            if let Some(lost) = unwound {
                 // The lost hold's last acquisition is unwound: what is left of it on the nodes
                 // (a fixed lease told early, renewals that reached a minority) goes now, not
                 // when its lease ends. Sent while the hold is still locked.
@@ -226,7 +214,7 @@ fn clear_leftovers(inner: &Inner, target: &Target, generation: u64) {
         .as_mut()
         .poll(&mut Context::from_waker(Waker::noop()));
     if placed.is_pending() {
-        redlock_core::spawn_cleanup(sending);
+        redlock_core::lock_kind::spawn_cleanup(sending);
     }
 }
 
@@ -262,8 +250,8 @@ struct InFlight {
 }
 
 impl InFlight {
-    fn hold(&mut self) -> &mut Hold {
-        self.hold.as_mut().expect("present until decided")
+    fn hold(&self) -> std::sync::MutexGuard<'_, Hold> {
+        self.hold.as_ref().expect("present until decided").state()
     }
 
     /// Sends the release until a majority decides it or the retries are spent. Each request
@@ -283,7 +271,7 @@ impl InFlight {
         let timeout = inner.node_timeout();
         let latch = format!("{}:unlock:{}", target.key(), self.plan.request);
         let last = self.plan.is_final();
-        let live = matches!(self.hold(), Hold::Held(_));
+        let live = matches!(*self.hold(), Hold::Held(_));
         let Some(generation) = self.hold().generation().filter(|_| live) else {
             // Given up while this release was dropped half-way (its re-run, in a spawned task):
             // nothing is left to send.
@@ -295,14 +283,14 @@ impl InFlight {
         };
         let field = target.field(generation);
         #[cfg(feature = "sabotage")]
-        let unlock_script: &redlock_core::LockScript = if crate::sabotage::release_without_compare()
-        {
-            &crate::lua::UNLOCK_WITHOUT_COMPARE
-        } else {
-            &UNLOCK
-        };
+        let unlock_script: &redlock_core::lock_kind::LockScript =
+            if crate::sabotage::release_without_compare() {
+                &crate::lua::UNLOCK_WITHOUT_COMPARE
+            } else {
+                &UNLOCK
+            };
         #[cfg(not(feature = "sabotage"))]
-        let unlock_script: &redlock_core::LockScript = &UNLOCK;
+        let unlock_script: &redlock_core::lock_kind::LockScript = &UNLOCK;
         let call = unlock_script
             .call()
             .key(target.key())
@@ -345,7 +333,8 @@ impl InFlight {
                 match on_no_quorum {
                     OnNoQuorum::KeepHold => self.hold().release_unanswered(),
                     OnNoQuorum::GiveUp => {
-                        if self.hold().give_up(LostReason::QuorumLost) {
+                        let live = self.hold().give_up(LostReason::QuorumLost);
+                        if live {
                             abandon(&inner, &target, generation).await;
                         }
                     }
@@ -455,8 +444,8 @@ impl Drop for InFlight {
 impl InFlight {
     /// Nothing can be sent any more (no runtime): the hold is given up at once.
     fn abandon(mut self) {
-        if let Some(mut hold) = self.hold.take() {
-            hold.give_up(LostReason::Abandoned);
+        if let Some(hold) = self.hold.take() {
+            hold.state().give_up(LostReason::Abandoned);
         }
     }
 }
@@ -487,7 +476,7 @@ fn spawn_or_else<T, F>(
         value: Some(value),
         fallback: Some(fallback),
     };
-    redlock_core::spawn_cleanup(async move {
+    redlock_core::lock_kind::spawn_cleanup(async move {
         let value = unstarted
             .value
             .take()
@@ -542,7 +531,7 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
     // in flight waits to be told below (its operation is bounded by the node timeouts).
     let _forcing = inner.holds.begin_force();
     for hold in inner.holds.keys_of(target.key()) {
-        inner.holds.lock(&hold).await.force_unlocked();
+        inner.holds.lock(&hold).await.state().force_unlocked();
     }
     let call = FORCE_UNLOCK
         .call()
@@ -575,9 +564,14 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
     let timeout = inner.watchdog.config().renew_request_timeout(node_timeout);
     let mut held = Vec::new();
     for key in inner.holds.keys() {
-        let mut hold = inner.holds.lock(&key).await;
-        if let Some(generation) = hold.generation() {
-            hold.shut_down();
+        let hold = inner.holds.lock(&key).await;
+        let generation = {
+            let mut state = hold.state();
+            let generation = state.generation();
+            state.shut_down();
+            generation
+        };
+        if let Some(generation) = generation {
             held.push((key.field(generation), key, hold));
         }
     }

@@ -16,10 +16,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use redlock_core::lock_kind::{Endpoint, NodeSet};
 use redlock_core::redis::aio::{PubSubSink, PubSubStream};
 use redlock_core::redis::Msg;
 use redlock_core::telemetry::{self, GaugeUnit};
-use redlock_core::{Endpoint, NodeAddress, NodeSet};
+use redlock_core::NodeAddress;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

@@ -87,9 +87,12 @@ impl WatchdogConfig {
         if timeout.is_zero() || self.renew_interval().is_zero() {
             return Err(InvalidArgument::ZeroLease);
         }
-        let node_timeout = redlock.node_timeout_for(timeout);
+        let redlock_core::Timing {
+            node_timeout,
+            drift,
+            ..
+        } = redlock.timing(timeout);
         // Saturating: a huge setting is refused, never a panic.
-        let drift = redlock.drift_for(timeout);
         let minimum = self
             .renew_interval()
             .saturating_add(self.lost_margin(node_timeout))

@@ -66,11 +66,11 @@ pub use watchdog::Watchdog;
 
 /// What a lock kind needs to have its holds renewed and watched: most users never name these.
 ///
-/// A lock kind registers each hold with [`Watchdog::register`], gets a [`Registration`] that
-/// owns the hold's lease record, and tells it what a majority confirmed
-/// ([`Registration::confirmed`]) and what its own state says of the lease after each
-/// transition ([`Registration::set`] with [`LeaseFacts`]). Its holders get the record's
-/// [`LostSignal`](crate::LostSignal), a view they cannot fire or re-arm.
+/// A lock kind registers each hold with [`Watchdog::register`](crate::Watchdog::register), gets
+/// a [`Registration`](crate::lock_kind::Registration) that owns the hold's lease record, and
+/// tells it what a majority confirmed (`Registration::confirmed`) and what its own state says
+/// of the lease after each transition (`Registration::set` with `LeaseFacts`). Its holders get
+/// the record's [`LostSignal`], a view they cannot fire or re-arm.
 pub mod lock_kind {
     pub use crate::record::{LeaseFacts, ReleasePhase};
     pub use crate::registration::{GiveUp, Registration};

@@ -1,8 +1,9 @@
 //! What the watchdog needs to know of a kind of lock: the script that renews many of its holds
 //! on one node in one call, and how its answers read.
 
+use redlock_core::lock_kind::LockScript;
 use redlock_core::redis::{FromRedisValue, ParsingError, Value};
-use redlock_core::{LockScript, Redlock};
+use redlock_core::Redlock;
 
 /// A lock kind's batch renewal script: all the watchdog knows of the lock's data.
 ///
@@ -20,7 +21,7 @@ use redlock_core::{LockScript, Redlock};
 /// # Examples
 ///
 /// ```
-/// use redlock_core::LockScript;
+/// use redlock_core::lock_kind::LockScript;
 /// use redlock_watchdog::lock_kind::RenewScript;
 /// static RENEW_MY_LOCKS: LockScript = LockScript::new(
 ///     "local r = {} for i, k in ipairs(KEYS) do \

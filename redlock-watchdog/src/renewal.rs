@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use futures_util::StreamExt;
-use redlock_core::quorum::{lease_millis, validity};
-use redlock_core::{FanOut, LostReason, BATCHES_IN_FLIGHT};
+use redlock_core::lock_kind::{FanOut, BATCHES_IN_FLIGHT};
+use redlock_core::quorum::lease_millis;
+use redlock_core::LostReason;
 use tokio::time::Instant;
 
 use crate::lock_kind::RenewScript;
@@ -109,9 +110,9 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
             }
         }
     }
-    let lease = shared.config.timeout;
-    let node_timeout = shared.redlock.config().node_timeout_for(lease);
-    let timeout = shared.config.renew_request_timeout(node_timeout);
+    let timing = shared.timing;
+    let lease = timing.lease;
+    let timeout = shared.config.renew_request_timeout(timing.node_timeout);
     let batches: Vec<(RenewScript, &[Due])> = kinds
         .values()
         .flat_map(|(script, due)| {
@@ -159,12 +160,12 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
         .collect();
     let mut decided = futures_util::stream::iter(requests).buffer_unordered(BATCHES_IN_FLIGHT);
 
-    let drift = shared.redlock.config().drift_for(lease);
     let mut healthy = true;
     let mut renewed = 0;
     while let Some((batch, fan)) = decided.next().await {
-        let valid_until =
-            validity(lease, fan.elapsed(), drift).map(|_| fan.started() + (lease - drift));
+        let valid_until = timing
+            .validity(fan.elapsed())
+            .map(|_| timing.valid_until(fan.started()));
         for (position, hold) in batch.iter().enumerate() {
             let said = |answer: Renewed| {
                 fan.count(|RenewReply(answers)| answers.get(position) == Some(&answer))

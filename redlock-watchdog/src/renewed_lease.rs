@@ -3,7 +3,9 @@
 
 use std::time::Instant;
 
-use redlock_core::{Error, Lease, LostReason, SpawnOnDrop};
+use redlock_core::{Error, Lease, LostReason};
+
+use redlock_core::lock_kind::SpawnOnDrop;
 
 use crate::lock_kind::{LeaseFacts, Registration, ReleasePhase, RenewScript};
 use crate::{LostSignal, Watchdog};
@@ -21,7 +23,7 @@ impl Watchdog {
     ///
     /// # Errors
     ///
-    /// As [`Redlock::acquire`](redlock_core::Redlock::acquire), and [`Error::ShutDown`] once the
+    /// As [`Redlock::acquire`](redlock_core::Redlock::acquire), and [`Error::Shutdown`] once the
     /// watchdog was shut down (a lock granted meanwhile is released again).
     ///
     /// # Examples
@@ -42,7 +44,7 @@ impl Watchdog {
     /// ```
     pub async fn acquire(&self, name: &str) -> Result<RenewedLease, Error> {
         if self.is_shut_down() {
-            return Err(Error::ShutDown);
+            return Err(Error::Shutdown);
         }
         let lease = self.redlock().acquire(name, self.timeout()).await?;
         // No await from the grant to here: the hold is watched before anything can drop it.
@@ -60,7 +62,7 @@ impl Watchdog {
         if self.is_shut_down() {
             // Shut down while the grant was in flight: nothing would renew it.
             drop(renewed);
-            return Err(Error::ShutDown);
+            return Err(Error::Shutdown);
         }
         Ok(renewed)
     }
@@ -207,6 +209,6 @@ impl Drop for RenewedLease {
         // lease, so its signal has nothing more to tell.
         registration.ended();
         // Outside a runtime nothing is spawned: the lock expires with its lease.
-        redlock_core::spawn_cleanup(self.detached_release());
+        redlock_core::lock_kind::spawn_cleanup(self.detached_release());
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use redlock_core::LostReason;
+use redlock_core::{LostReason, Timing};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -41,15 +41,15 @@ struct Plan {
 }
 
 impl Scheduler {
-    /// A timetable for `config`, with the quorum's per-node timeout and drift for its lease.
-    pub(crate) fn new(config: &WatchdogConfig, node_timeout: Duration, drift: Duration) -> Self {
+    /// A timetable for `config`, with the quorum's timings for its lease.
+    pub(crate) fn new(config: &WatchdogConfig, timing: Timing) -> Self {
         Self {
             timeout: config.timeout,
-            drift,
+            drift: timing.drift,
             interval: config.renew_interval(),
             retry_interval: config.retry_interval(),
             rule: DeadlineRule {
-                lost_margin: config.lost_margin(node_timeout),
+                lost_margin: config.lost_margin(timing.node_timeout),
                 max_hold: config.max_hold,
             },
             // A guess until the first round measures it.
@@ -227,9 +227,20 @@ mod tests {
         let config = WatchdogConfig::default();
         Scheduler::new(
             &config,
-            Duration::from_millis(20),
-            Duration::from_millis(302),
+            timing(
+                config.timeout,
+                Duration::from_millis(20),
+                Duration::from_millis(302),
+            ),
         )
+    }
+
+    fn timing(lease: Duration, node_timeout: Duration, drift: Duration) -> Timing {
+        Timing {
+            lease,
+            node_timeout,
+            drift,
+        }
     }
 
     /// A hold whose lease was set at `set_at`, renewed or not.
@@ -323,7 +334,8 @@ mod tests {
         scheduler.wake_if_sooner(short, 2, now + SECOND);
         assert!(woken(), "a deadline before the plan wakes the task");
         // With nothing planned, any change wakes it.
-        let idle = Scheduler::new(&WatchdogConfig::default(), SECOND / 50, SECOND / 3);
+        let config = WatchdogConfig::default();
+        let idle = Scheduler::new(&config, timing(config.timeout, SECOND / 50, SECOND / 3));
         idle.wake_if_sooner(None, 1, now);
         assert!(idle.wake.notified().now_or_never().is_some());
     }
@@ -334,7 +346,7 @@ mod tests {
             max_hold: Some(5 * SECOND),
             ..WatchdogConfig::default()
         };
-        let scheduler = Scheduler::new(&config, SECOND / 50, SECOND / 3);
+        let scheduler = Scheduler::new(&config, timing(config.timeout, SECOND / 50, SECOND / 3));
         let now = Instant::now();
         let cap = Some((now + 5 * SECOND).into_std());
         let state = Some(Held {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use redlock_core::{LostReason, OwnerToken, Redlock};
+use redlock_core::{LostReason, OwnerToken, Redlock, Timing};
 use tokio_util::sync::CancellationToken;
 
 use crate::lock_kind::{Registration, RenewScript};
@@ -18,6 +18,8 @@ use crate::WatchdogConfig;
 pub(crate) struct Shared {
     pub(crate) redlock: Redlock,
     pub(crate) config: WatchdogConfig,
+    /// The timings of every renewal: the watchdog lease, its per-node timeout and drift.
+    pub(crate) timing: Timing,
     /// The records of the holds watched now: shared with their registrations, which remove
     /// them when they go.
     pub(crate) entries: DashMap<u64, Arc<LeaseRecord>>,
@@ -30,10 +32,10 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(redlock: Redlock, config: WatchdogConfig) -> Self {
-        let node_timeout = redlock.config().node_timeout_for(config.timeout);
-        let drift = redlock.config().drift_for(config.timeout);
+        let timing = redlock.config().timing(config.timeout);
         Self {
-            scheduler: Arc::new(Scheduler::new(&config, node_timeout, drift)),
+            scheduler: Arc::new(Scheduler::new(&config, timing)),
+            timing,
             redlock,
             config,
             entries: DashMap::new(),

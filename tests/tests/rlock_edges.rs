@@ -236,7 +236,7 @@ async fn an_attempt_in_flight_at_shutdown_never_returns_a_hold() {
     );
     client.shutdown().await;
     let outcome = attempt.await.expect("task");
-    assert!(matches!(outcome, Err(Error::ShutDown)), "{outcome:?}");
+    assert!(matches!(outcome, Err(Error::Shutdown)), "{outcome:?}");
     // Nothing left behind once the undo crossed the slow links.
     released_everywhere(&cluster, KEY, Duration::from_secs(30) / 3).await;
     assert_eq!(client.watchdog().registered(), 0);

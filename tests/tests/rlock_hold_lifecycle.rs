@@ -238,6 +238,72 @@ async fn a_guard_dropped_outside_a_runtime_is_never_renewed_again() {
     lock.unlock().await.expect("unlock");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_outside_a_runtime_while_an_operation_has_the_hold_gives_it_up_at_once() {
+    const KEY: &str = "redlock:busy-hold";
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let owner = holder.new_owner();
+    let lock = holder.get_lock("busy-hold").with_owner(&owner);
+    let guard = lock.acquire().await.expect("guard");
+    let signal = lock.lost_signal().expect("held");
+
+    // A nested lock() of the same owner, in flight: a majority is paused, so it has the hold
+    // until its requests time out. It has the hold once node 0 counts it.
+    cluster.stop(1);
+    cluster.stop(2);
+    let nested = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.lock().await }
+    });
+    let count_on_node_0 = || {
+        redis::cmd("HGETALL")
+            .arg(KEY)
+            .query::<HashMap<String, u32>>(&mut cluster.node(0).connection())
+            .expect("HGETALL")
+            .into_values()
+            .max()
+            .unwrap_or(0)
+    };
+    assert!(
+        eventually_async(WATCHDOG / 2, || count_on_node_0() == 2).await,
+        "the nested attempt never reached node 0"
+    );
+
+    // The guard goes where nothing can be sent: the hold is given up now, not when the nested
+    // attempt lets go of it. Readers see it at once.
+    std::thread::spawn(move || drop(guard))
+        .join()
+        .expect("a thread with no runtime");
+    assert_eq!(signal.reason(), Some(LostReason::Abandoned));
+    assert_eq!(holder.watchdog().registered(), 0, "renewal stops at once");
+    assert_eq!(lock.fencing_token(), None, "the given-up hold's token");
+
+    // The nested attempt then finds no hold to count up: it is not granted on the given-up
+    // one (a new hold, or an error).
+    cluster.resume(1);
+    cluster.resume(2);
+    let nested = nested.await.expect("task");
+    let signal_now = lock.lost_signal();
+    match nested {
+        Ok(()) => {
+            let fresh = signal_now.expect("a new hold");
+            assert!(!fresh.is_lost(), "a live new hold");
+            assert_eq!(lock.hold_count().await.expect("count"), 1, "a new hold");
+            lock.unlock().await.expect("unlock");
+        }
+        Err(err) => assert!(
+            matches!(err, Error::LockLost { .. } | Error::NoQuorum { .. }),
+            "{err:?}"
+        ),
+    }
+    assert!(
+        eventually_async(WATCHDOG * 3 / 2, || lock_keys(&cluster, KEY) == 0).await,
+        "still held after {:?}",
+        WATCHDOG * 3 / 2
+    );
+}
+
 /// Waits until `key`'s fixed `lease` has run out on every node. The nodes' keys outlive the
 /// holder's deadline (counted from before the request, less the drift): once they are gone,
 /// the hold's lease is over by any clock.
@@ -522,9 +588,20 @@ async fn a_force_unlock_overlapping_an_acquisition_in_the_same_client_leaves_no_
 /// holders learn at their next renewal), and is what the check above must catch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_untold_holder_check_catches_a_force_unlock_from_another_client() {
-    let after = acquisition_overlapped_by_a_forced_unlock(false).await;
-    assert!(
-        after.untold_holder(),
-        "the check missed a holder the forced unlock left untold: {after:?}"
-    );
+    // The other client deleted the lock everywhere: keys on a majority afterwards mean the
+    // acquisition was granted again after it (its first attempt's replies outlasted their
+    // timeout on a stalled machine, and it was retried), so nothing overlapped. Such a run
+    // proves nothing either way; another is made.
+    for run in 1..=3 {
+        let after = acquisition_overlapped_by_a_forced_unlock(false).await;
+        if after.held_on < after.quorum {
+            assert!(
+                after.untold_holder(),
+                "the check missed a holder the forced unlock left untold: {after:?}"
+            );
+            return;
+        }
+        eprintln!("run {run}: granted again after the forced unlock, no overlap: {after:?}");
+    }
+    panic!("the acquisition never overlapped the forced unlock in three runs");
 }

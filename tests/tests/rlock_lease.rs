@@ -198,7 +198,7 @@ async fn bad_input_gets_a_typed_error_and_leaves_nothing() {
     client.shutdown().await;
     assert!(matches!(
         client.get_lock("a").lock().await,
-        Err(Error::ShutDown)
+        Err(Error::Shutdown)
     ));
 }
 

@@ -371,7 +371,7 @@ async fn pubsub_connections_end_with_shutdown_and_with_the_last_client() {
         .expect("the waiter hears of the shutdown")
         .expect("task");
     assert!(
-        matches!(outcome, Err(redlock_reentrant::Error::ShutDown)),
+        matches!(outcome, Err(redlock_reentrant::Error::Shutdown)),
         "{outcome:?}"
     );
     drop(waiting);

@@ -302,7 +302,7 @@ async fn a_shut_down_watchdog_takes_no_lock_and_its_holders_are_told() {
     watchdog.shutdown();
     assert_eq!(lease.lost_signal().reason(), Some(LostReason::Shutdown));
     let refused = watchdog.acquire("other").await;
-    assert!(matches!(refused, Err(Error::ShutDown)), "{refused:?}");
+    assert!(matches!(refused, Err(Error::Shutdown)), "{refused:?}");
     let released = lease.release().await;
     assert!(
         matches!(
