@@ -292,13 +292,8 @@ impl RedlockConfig {
 impl std::fmt::Debug for RedlockConfig {
     /// Node URLs are shown without their passwords.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let nodes: Vec<NodeAddress> = self
-            .nodes
-            .iter()
-            .map(|url| NodeAddress::redact(url))
-            .collect();
         f.debug_struct("RedlockConfig")
-            .field("nodes", &nodes)
+            .field("nodes", &NodeAddress::redact_all(&self.nodes))
             .field("key_prefix", &self.key_prefix)
             .field("node_timeout", &self.node_timeout)
             .field("connect_timeout", &self.connect_timeout)

@@ -51,6 +51,19 @@ impl NodeAddress {
         Self(url.to_string().replace("%2A%2A%2A", HIDDEN).into())
     }
 
+    /// Redacts every URL of a list: how the configurations' `Debug` shows their nodes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::NodeAddress;
+    /// let shown = NodeAddress::redact_all(&["redis://:s3cret@a:6379".to_owned()]);
+    /// assert_eq!(format!("{shown:?}"), "[NodeAddress(redis://:***@a:6379)]");
+    /// ```
+    pub fn redact_all(urls: &[String]) -> Vec<Self> {
+        urls.iter().map(|url| Self::redact(url)).collect()
+    }
+
     /// The redacted URL.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -395,13 +395,8 @@ fn check_nodes(config: &RedlockConfig, naming: Naming) -> Result<(), ConfigError
 impl std::fmt::Debug for LockClientConfig {
     /// Node URLs are shown without their passwords.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let nodes: Vec<NodeAddress> = self
-            .nodes
-            .iter()
-            .map(|url| NodeAddress::redact(url))
-            .collect();
         f.debug_struct("LockClientConfig")
-            .field("nodes", &nodes)
+            .field("nodes", &NodeAddress::redact_all(&self.nodes))
             .field("key_prefix", &self.key_prefix)
             .field("watchdog_timeout", &self.watchdog_timeout)
             .field("node_timeout", &self.node_timeout)
