@@ -20,7 +20,7 @@ use redlock_core::lock_kind::{Endpoint, NodeSet};
 use redlock_core::redis::aio::{PubSubSink, PubSubStream};
 use redlock_core::redis::Msg;
 use redlock_core::telemetry::{self, GaugeUnit};
-use redlock_core::NodeAddress;
+use redlock_core::{NodeAddress, RetryPolicy};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -327,7 +327,7 @@ impl NodeTask {
                         _ => format!("no connection within {:?}", self.connect_timeout),
                     };
                     tracing::debug!(node = %self.address, %error, "pub/sub connection failed; waiters fall back to the lease");
-                    let pause = backoff(failures);
+                    let pause = RECONNECT.delay(failures);
                     failures = failures.saturating_add(1);
                     tokio::select! {
                         () = closed.cancelled() => return,
@@ -466,20 +466,19 @@ fn pause_after_break(served: Duration, failures: &mut u32) -> Option<Duration> {
         *failures = 0;
         return None;
     }
-    let pause = backoff(*failures);
+    let pause = RECONNECT.delay(*failures);
     *failures = failures.saturating_add(1);
     Some(pause)
 }
 
-/// The pause before connecting again after `failures` failures in a row: 100 ms doubling to
-/// 2 s, jittered so the nodes' tasks and clients do not retry in step.
-fn backoff(failures: u32) -> Duration {
-    let ceiling = Duration::from_millis(100)
-        .saturating_mul(1u32 << failures.min(5))
-        .min(Duration::from_secs(2));
-    let half = ceiling / 2;
-    half + half.mul_f64(fastrand::f64())
-}
+/// The pauses before connecting again, by failures in a row ([`RetryPolicy::delay`]): 100 ms
+/// doubling to 2 s, jittered so the nodes' tasks and clients do not retry in step. Reconnecting
+/// never gives up (`retries` is unused): it ends when the client closes.
+const RECONNECT: RetryPolicy = RetryPolicy {
+    retries: u32::MAX,
+    base_delay: Duration::from_millis(100),
+    max_delay: Duration::from_secs(2),
+};
 
 fn dispatch_message(shared: &Shared, message: &Msg) {
     dispatch(
@@ -526,11 +525,11 @@ mod tests {
     #[test]
     fn backoff_grows_to_two_seconds_and_stays_jittered() {
         for failures in 0..40 {
-            let pause = backoff(failures);
+            let pause = RECONNECT.delay(failures);
             assert!(pause <= Duration::from_secs(2), "{pause:?}");
             assert!(pause >= Duration::from_millis(50), "{pause:?}");
         }
-        assert!(backoff(10) >= Duration::from_secs(1));
+        assert!(RECONNECT.delay(10) >= Duration::from_secs(1));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use redlock_core::redis::{ProtocolVersion, PushInfo, PushKind, RedisError, Value
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{backoff, dispatch, pause_after_break, Ended, NodeTask};
+use super::{dispatch, pause_after_break, Ended, NodeTask, RECONNECT};
 
 /// The channels one cluster connection is subscribed to (and how: an unsubscribe must be of
 /// the same kind), and the unsubscribes of ours whose confirmations (pushes) are still to be
@@ -84,7 +84,7 @@ impl NodeTask {
                         _ => format!("no connection within {:?}", self.connect_timeout),
                     };
                     tracing::debug!(node = %self.address, %error, "cluster pub/sub connection failed; waiters fall back to the lease");
-                    let pause = backoff(failures);
+                    let pause = RECONNECT.delay(failures);
                     failures = failures.saturating_add(1);
                     tokio::select! {
                         () = closed.cancelled() => return,
