@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redlock_core::lock_kind::{Endpoint, NodeSet};
-use redlock_core::redis::aio::{PubSubSink, PubSubStream};
-use redlock_core::redis::Msg;
+use redlock_core::redis::aio::{PubSub, PubSubSink, PubSubStream};
+use redlock_core::redis::{Msg, RedisResult};
 use redlock_core::telemetry::{self, GaugeUnit};
 use redlock_core::{NodeAddress, RetryPolicy};
 use tokio::sync::{watch, Notify};
@@ -293,18 +293,55 @@ enum Ended {
     Broken,
 }
 
+/// How a node's pub/sub connection is made and served: all that differs between a standalone
+/// master and a Redis Cluster member. [`NodeTask::keep_connected`] does the rest.
+trait Link {
+    /// A connection, as `serve` takes it.
+    type Connection;
+    /// Names the connection in log lines.
+    const NAME: &'static str;
+    /// Connects (the caller bounds it by `connect_timeout` too).
+    async fn connect(&self, connect_timeout: Duration) -> RedisResult<Self::Connection>;
+    /// Subscribes every wanted channel and serves the connection until it ends.
+    async fn serve(
+        task: &mut NodeTask,
+        connection: Self::Connection,
+        closed: &CancellationToken,
+    ) -> Ended;
+}
+
+/// A standalone master: one pub/sub connection (`SUBSCRIBE`).
+struct Master<'a>(&'a redlock_core::redis::Client);
+
+impl Link for Master<'_> {
+    type Connection = PubSub;
+    const NAME: &'static str = "pub/sub";
+
+    async fn connect(&self, _: Duration) -> RedisResult<PubSub> {
+        self.0.get_async_pubsub().await
+    }
+
+    async fn serve(task: &mut NodeTask, connection: PubSub, closed: &CancellationToken) -> Ended {
+        let (sink, stream) = connection.split();
+        task.serve(sink, stream, closed).await
+    }
+}
+
 impl NodeTask {
     async fn run(self) {
         match self.endpoint.clone() {
-            Endpoint::Cluster(seeds) => self.run_cluster(&seeds).await,
-            Endpoint::Server(client) => self.run_server(&client).await,
+            Endpoint::Cluster(seeds) => self.keep_connected(cluster::Member(&seeds)).await,
+            Endpoint::Server(client) => self.keep_connected(Master(&client)).await,
             _ => {
                 tracing::warn!(node = %self.address, "no wake-ups from a node of an unknown kind; waiters fall back to the lease")
             }
         }
     }
 
-    async fn run_server(mut self, client: &redlock_core::redis::Client) {
+    /// Keeps a connection to the node while channels are wanted, until the client closes:
+    /// connects, serves the connection, and after a failure waits (see [`pause_after_break`])
+    /// before connecting again.
+    async fn keep_connected<L: Link>(mut self, link: L) {
         let closed = self.shared.closed.clone();
         let mut failures = 0u32;
         loop {
@@ -317,34 +354,31 @@ impl NodeTask {
             }
             let connected = tokio::select! {
                 () = closed.cancelled() => return,
-                connected = tokio::time::timeout(self.connect_timeout, client.get_async_pubsub()) => connected,
+                connected = tokio::time::timeout(self.connect_timeout, link.connect(self.connect_timeout)) => connected,
             };
-            let (sink, stream) = match connected {
-                Ok(Ok(pubsub)) => pubsub.split(),
+            let pause = match connected {
+                Ok(Ok(connection)) => {
+                    let served = Instant::now();
+                    let ended = L::serve(&mut self, connection, &closed).await;
+                    self.forget_subscriptions();
+                    if let Ended::Closed = ended {
+                        return;
+                    }
+                    tracing::debug!(node = %self.address, "{} connection lost or subscription refused; reconnecting", L::NAME);
+                    pause_after_break(served.elapsed(), &mut failures)
+                }
                 failed => {
                     let error = match failed {
                         Ok(Err(err)) => err.to_string(),
                         _ => format!("no connection within {:?}", self.connect_timeout),
                     };
-                    tracing::debug!(node = %self.address, %error, "pub/sub connection failed; waiters fall back to the lease");
+                    tracing::debug!(node = %self.address, %error, "{} connection failed; waiters fall back to the lease", L::NAME);
                     let pause = RECONNECT.delay(failures);
                     failures = failures.saturating_add(1);
-                    tokio::select! {
-                        () = closed.cancelled() => return,
-                        () = tokio::time::sleep(pause) => {}
-                    }
-                    continue;
+                    Some(pause)
                 }
             };
-            let served = tokio::time::Instant::now();
-            match self.serve(sink, stream, &closed).await {
-                Ended::Closed => return,
-                Ended::Broken => {
-                    tracing::debug!(node = %self.address, "pub/sub connection lost or subscription refused; reconnecting");
-                    self.forget_subscriptions();
-                }
-            }
-            if let Some(pause) = pause_after_break(served.elapsed(), &mut failures) {
+            if let Some(pause) = pause {
                 tokio::select! {
                     () = closed.cancelled() => return,
                     () = tokio::time::sleep(pause) => {}
@@ -459,8 +493,9 @@ const STEADY: Duration = Duration::from_secs(5);
 /// After a connection that served for `served` broke: the pause before the next one (`None`:
 /// at once), counting `failures` in a row. One that broke early (a refused `SUBSCRIBE`: an ACL
 /// without it, a renamed command, a proxy without pub/sub; a server that evicts pub/sub
-/// clients) is a failure like a refused connection, so a master is never reconnected to in a
-/// tight loop; waiters meanwhile hear the other masters' announcements, or wake at the lease.
+/// clients; a cluster shard without a master, mid-failover) is a failure like a refused
+/// connection, so a node is never reconnected to in a tight loop; waiters meanwhile hear the
+/// other nodes' announcements, or wake at the lease.
 fn pause_after_break(served: Duration, failures: &mut u32) -> Option<Duration> {
     if served >= STEADY {
         *failures = 0;

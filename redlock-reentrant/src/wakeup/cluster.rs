@@ -8,14 +8,15 @@
 //! member's subscriptions until they are confirmed again.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use redlock_core::redis::cluster::ClusterClientBuilder;
 use redlock_core::redis::cluster_async::ClusterConnection;
-use redlock_core::redis::{ProtocolVersion, PushInfo, PushKind, RedisError, Value};
+use redlock_core::redis::{ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{dispatch, pause_after_break, Ended, NodeTask, RECONNECT};
+use super::{dispatch, Ended, Link, NodeTask};
 
 /// The channels one cluster connection is subscribed to (and how: an unsubscribe must be of
 /// the same kind), and the unsubscribes of ours whose confirmations (pushes) are still to be
@@ -50,74 +51,39 @@ enum Channels {
     Plain,
 }
 
-impl NodeTask {
-    /// Serves a cluster member until the client closes.
-    pub(super) async fn run_cluster(mut self, seeds: &[String]) {
-        let closed = self.shared.closed.clone();
-        let mut failures = 0u32;
-        loop {
-            while !self.anything_wanted() {
-                tokio::select! {
-                    () = closed.cancelled() => return,
-                    () = self.changes.wake.notified() => {}
-                }
-            }
-            let (pushes, received) = mpsc::unbounded_channel();
-            let connected = async {
-                ClusterClientBuilder::new(seeds.iter().map(String::as_str))
-                    .use_protocol(ProtocolVersion::RESP3)
-                    .push_sender(pushes)
-                    .connection_timeout(self.connect_timeout)
-                    .build()?
-                    .get_async_connection()
-                    .await
-            };
-            let connected = tokio::select! {
-                () = closed.cancelled() => return,
-                connected = tokio::time::timeout(self.connect_timeout, connected) => connected,
-            };
-            let connection = match connected {
-                Ok(Ok(connection)) => connection,
-                failed => {
-                    let error = match failed {
-                        Ok(Err(err)) => err.to_string(),
-                        _ => format!("no connection within {:?}", self.connect_timeout),
-                    };
-                    tracing::debug!(node = %self.address, %error, "cluster pub/sub connection failed; waiters fall back to the lease");
-                    let pause = RECONNECT.delay(failures);
-                    failures = failures.saturating_add(1);
-                    tokio::select! {
-                        () = closed.cancelled() => return,
-                        () = tokio::time::sleep(pause) => {}
-                    }
-                    continue;
-                }
-            };
-            let served = tokio::time::Instant::now();
-            // Decided per connection: shard channels until the servers refuse them. A cluster
-            // upgraded to Redis 7 (its nodes restarted, so this connection made again) gets
-            // them back, and hears releases sent with `SPUBLISH`.
-            let ended = self
-                .serve_cluster(connection, received, Channels::Sharded, &closed)
-                .await;
-            self.forget_subscriptions();
-            match ended {
-                Ended::Closed => return,
-                Ended::Broken => {
-                    tracing::debug!(node = %self.address, "cluster pub/sub connection lost; reconnecting");
-                }
-            }
-            // A connection that broke at once (a shard without a master, mid-failover) is
-            // tried again after a growing pause, not in a loop.
-            if let Some(pause) = pause_after_break(served.elapsed(), &mut failures) {
-                tokio::select! {
-                    () = closed.cancelled() => return,
-                    () = tokio::time::sleep(pause) => {}
-                }
-            }
-        }
+/// A Redis Cluster member: one cluster connection (RESP3) and the pushes it reports.
+pub(super) struct Member<'a>(pub(super) &'a [String]);
+
+impl Link for Member<'_> {
+    type Connection = (ClusterConnection, mpsc::UnboundedReceiver<PushInfo>);
+    const NAME: &'static str = "cluster pub/sub";
+
+    async fn connect(&self, connect_timeout: Duration) -> RedisResult<Self::Connection> {
+        let (pushes, received) = mpsc::unbounded_channel();
+        let connection = ClusterClientBuilder::new(self.0.iter().map(String::as_str))
+            .use_protocol(ProtocolVersion::RESP3)
+            .push_sender(pushes)
+            .connection_timeout(connect_timeout)
+            .build()?
+            .get_async_connection()
+            .await?;
+        Ok((connection, received))
     }
 
+    async fn serve(
+        task: &mut NodeTask,
+        (connection, pushes): Self::Connection,
+        closed: &CancellationToken,
+    ) -> Ended {
+        // Decided per connection: shard channels until the servers refuse them. A cluster
+        // upgraded to Redis 7 (its nodes restarted, so this connection made again) gets them
+        // back, and hears releases sent with `SPUBLISH`.
+        task.serve_cluster(connection, pushes, Channels::Sharded, closed)
+            .await
+    }
+}
+
+impl NodeTask {
     async fn serve_cluster(
         &mut self,
         mut connection: ClusterConnection,
