@@ -73,7 +73,7 @@ impl LockStatus {
     /// majority of those that answered, but would be if they all held it. Neither "locked"
     /// nor "free" can be said then.
     pub fn is_undecided(&self) -> bool {
-        let quorum = self.nodes / 2 + 1;
+        let quorum = redlock_core::quorum::majority(self.nodes);
         !self.locked && self.held_on + (self.nodes - self.answered) >= quorum
     }
 }
