@@ -209,11 +209,11 @@ pub enum ConfigError {
 }
 
 /// How settings are named in errors: by their field, or by the environment variable they came
-/// from.
+/// from (`env` hands in the function that names a field's variable).
 #[derive(Clone, Copy)]
 pub(crate) enum Naming {
     Fields,
-    Environment,
+    Environment(fn(&str) -> &'static str),
 }
 
 impl Naming {
@@ -221,7 +221,7 @@ impl Naming {
     pub(crate) fn of(self, field: &str) -> String {
         match self {
             Naming::Fields => field.to_owned(),
-            Naming::Environment => crate::env::variable_of(field).to_owned(),
+            Naming::Environment(variable_of) => variable_of(field).to_owned(),
         }
     }
 
@@ -229,7 +229,7 @@ impl Naming {
     fn node(self, index: usize) -> String {
         match self {
             Naming::Fields => format!("nodes[{index}]"),
-            Naming::Environment => format!("{} (node {index})", self.of("nodes")),
+            Naming::Environment(_) => format!("{} (node {index})", self.of("nodes")),
         }
     }
 }

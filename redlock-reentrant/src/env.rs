@@ -174,7 +174,7 @@ impl LockClientConfig {
 
     /// [`LockClientConfig::into_builder`], naming settings by their environment variables.
     pub(crate) fn into_env_builder(self) -> Result<crate::LockClientBuilder, ConfigError> {
-        self.into_builder_naming(Naming::Environment)
+        self.into_builder_naming(Naming::Environment(variable_of))
     }
 }
 
