@@ -1,14 +1,18 @@
-//! Lua scripts and their calls: `EVALSHA`, falling back to `EVAL` on `NOSCRIPT`.
+//! Lua scripts and their calls: by SHA (`EVALSHA`) only where the connection ran them, whole
+//! (`EVAL`) everywhere else.
 
 use std::sync::OnceLock;
 
 use redis::ToRedisArgs;
 
-/// A Lua script run on every node, by its SHA1 when the node has it cached.
+/// A Lua script run on every node.
 ///
-/// After `SCRIPT FLUSH`, a restart or a failover the node answers `NOSCRIPT`; the call is then
-/// sent again as `EVAL` with the full source in the same step (which also caches it again), so
-/// callers never see `NOSCRIPT` and never mistake it for an answer.
+/// A standalone master is sent `EVALSHA` once the script ran on its current connection, and the
+/// whole source (`EVAL`, which caches it) until then; a Redis Cluster member always gets `EVAL`
+/// (its shards cache scripts each on their own). A `NOSCRIPT` (after `SCRIPT FLUSH`, a restart or a
+/// failover) makes the node forget what it knew: the call is sent again as `EVAL` only if
+/// nothing was queued on that node after it; otherwise that node failed the request, which did
+/// not run. A `NOSCRIPT` is never read as an answer about the lock (see `docs/algorithm.md`).
 ///
 /// # Examples
 ///
