@@ -47,6 +47,7 @@ mod applied;
 mod cluster;
 mod config;
 mod error;
+mod finish_on_drop;
 mod lease;
 mod lock_script;
 mod lost_reason;
@@ -63,12 +64,12 @@ mod retry;
 #[cfg(feature = "sabotage")]
 #[doc(hidden)]
 pub mod sabotage;
-mod spawn_on_drop;
 pub mod telemetry;
 
 pub use cluster::is_cluster_url;
 pub use config::{RedlockConfig, ReplicaAcks, Timing};
 pub use error::{ConnectError, Error, InvalidArgument, NodeError, NodeErrorKind};
+pub use finish_on_drop::cleanups_settled;
 pub use lease::Lease;
 pub use lost_reason::LostReason;
 pub use node_address::NodeAddress;
@@ -76,20 +77,19 @@ pub use owner::OwnerToken;
 pub use readiness::{NodeStatus, Readiness};
 pub use redlock::Redlock;
 pub use retry::{Backoff, RetryPolicy};
-pub use spawn_on_drop::cleanups_settled;
 
 /// What a lock kind built on this quorum needs: scripts, the fan-out over every node and its
 /// verdicts, and cleanups that finish in the background. Most users never name these.
 pub mod lock_kind {
     pub use crate::applied::Applied;
+    pub use crate::finish_on_drop::{spawn_cleanup, Cleanup, FinishOnDrop};
     pub use crate::lock_script::{LockScript, ScriptCall};
     pub use crate::node::{Endpoint, Node};
     pub use crate::nodes::{FanOut, NodeSet, BATCHES_IN_FLIGHT};
-    pub use crate::spawn_on_drop::{spawn_cleanup, SpawnOnDrop};
 }
 // Named from the crate's root inside the crate.
 use lock_kind::{
-    spawn_cleanup, Applied, FanOut, LockScript, Node, NodeSet, ScriptCall, SpawnOnDrop,
+    spawn_cleanup, Applied, FanOut, FinishOnDrop, LockScript, Node, NodeSet, ScriptCall,
 };
 
 /// The deadpool-redis crate behind the node pools.

@@ -76,7 +76,7 @@ impl NodeSet {
     /// The requests are queued on every node's connection when this is first polled, and keep
     /// their place before anything sent later. Dropping the future abandons the replies; a
     /// request a connection has not written yet is then skipped. A caller that changes state
-    /// must undo it when dropped (see [`crate::SpawnOnDrop`]).
+    /// must undo it when dropped (see [`crate::FinishOnDrop`]).
     pub async fn run_script<T: FromRedisValue>(
         &self,
         call: &ScriptCall,

@@ -8,8 +8,8 @@ use tracing::{field, Span};
 use crate::lua::{AcquireReply, ACQUIRE, EXTEND, RELEASE, RENEW};
 use crate::quorum::lease_millis;
 use crate::{
-    Applied, Error, FanOut, Lease, LockScript, NodeSet, NodeStatus, OwnerToken, Readiness,
-    RedlockConfig, SpawnOnDrop,
+    Applied, Error, FanOut, FinishOnDrop, Lease, LockScript, NodeSet, NodeStatus, OwnerToken,
+    Readiness, RedlockConfig,
 };
 
 /// A Redlock client over N independent Redis masters (N = 1 is single-instance locking).
@@ -244,7 +244,7 @@ impl Redlock {
         let owner = OwnerToken::new();
         let timing = self.config().timing(lease);
         let timeout = timing.node_timeout;
-        let undo = SpawnOnDrop::new(self.clone().release_quietly(
+        let undo = FinishOnDrop::spawning(self.clone().release_quietly(
             key.clone(),
             owner.clone(),
             timeout,
@@ -270,7 +270,7 @@ impl Redlock {
 
         if granted >= fan.quorum() {
             if let Some(left) = timing.validity(fan.elapsed()) {
-                undo.disarm();
+                drop(undo.disarm());
                 return Ok(Lease {
                     name: name.to_owned(),
                     key,
@@ -294,7 +294,7 @@ impl Redlock {
         self.clone()
             .release_quietly(key.clone(), owner, timeout, seen)
             .await;
-        undo.disarm();
+        drop(undo.disarm());
         Err(self.acquisition_failure(name, &key, lease, granted, fan))
     }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::lock_kind::FanOut;
+use redlock_core::lock_kind::{FanOut, FinishOnDrop};
 use redlock_core::quorum::lease_millis;
 use redlock_core::{Error, LostReason, NodeErrorKind, OwnerToken};
 
@@ -66,13 +66,14 @@ pub(crate) async fn attempt(
     // Registered before anything is sent, so the watchdog knows the hold the moment it exists;
     // dropped with the attempt if it does not complete.
     let mut registration = (plan == AcquirePlan::New).then(|| inner.register(target, &field));
-    let mut guard = AttemptGuard::arm(
-        Arc::clone(inner),
-        target.clone(),
-        field.clone(),
+    let guard = Attempt {
+        inner: Arc::clone(inner),
+        target: target.clone(),
+        field: field.clone(),
         hold,
-        expected + 1,
-    );
+        expected_after: expected + 1,
+    }
+    .arm();
 
     let call = ACQUIRE
         .call()
@@ -172,7 +173,7 @@ pub(crate) async fn attempt(
             };
             match grant {
                 Some(grant) => {
-                    let count = guard.disarm().state().count();
+                    let count = guard.disarm().hold.state().count();
                     tracing::debug!(lock = %target.name, count, granted, "acquired");
                     return Ok(Outcome::Acquired(grant));
                 }
@@ -184,9 +185,9 @@ pub(crate) async fn attempt(
     // Undo wherever the attempt landed (a grant may have lost its reply). If this await is
     // dropped, the guard undoes.
     guard
-        .undo_now(|node| landed[node], |node| seen[node], announce)
+        .undo(|node| landed[node], |node| seen[node], announce)
         .await;
-    let hold = guard.disarm();
+    let hold = guard.disarm().hold;
     drop(registration);
     match then {
         Then::Shutdown => Err(Error::Shutdown),
@@ -366,44 +367,42 @@ async fn write_back_token(
     }
 }
 
-/// Undoes the attempt on drop unless disarmed; keeps the owner's hold until the undo is queued
-/// on every node (each node then runs it before anything this owner sends next).
-struct AttemptGuard {
+/// An attempt in flight: what its undo needs, and the owner's hold, kept until the undo is
+/// queued on every node (each node then runs it before anything this owner sends next).
+struct Attempt {
     inner: Arc<Inner>,
     target: Target,
     /// The attempt's hold field (see [`Target::field`]).
     field: OwnerToken,
-    hold: Option<HoldGuard>,
+    hold: HoldGuard,
     expected_after: u32,
 }
 
-impl AttemptGuard {
-    fn arm(
-        inner: Arc<Inner>,
-        target: Target,
-        field: OwnerToken,
-        hold: HoldGuard,
-        expected_after: u32,
-    ) -> Self {
-        Self {
-            inner,
-            target,
-            field,
-            hold: Some(hold),
-            expected_after,
-        }
+/// Undoes the attempt if dropped before it is settled: dropped before the answers came, it
+/// may have landed anywhere, on a majority too.
+type AttemptGuard = FinishOnDrop<Attempt>;
+
+impl Attempt {
+    fn arm(self) -> AttemptGuard {
+        FinishOnDrop::new(
+            self,
+            |attempt| {
+                Box::pin(async move {
+                    attempt.undo(|_| true, |_| false, true).await;
+                    drop(attempt.hold);
+                })
+            },
+            // Nothing can be sent: the lease bounds what the attempt left.
+            drop,
+        )
     }
 
     fn hold(&self) -> &HoldGuard {
-        self.hold.as_ref().expect("armed guard holds the hold")
+        &self.hold
     }
 
-    fn disarm(mut self) -> HoldGuard {
-        self.hold.take().expect("armed guard holds the hold")
-    }
-
-    async fn undo_now(
-        &mut self,
+    async fn undo(
+        &self,
         landed: impl Fn(usize) -> bool,
         seen: impl Fn(usize) -> bool,
         announce: bool,
@@ -418,31 +417,6 @@ impl AttemptGuard {
             announce,
         )
         .await;
-    }
-}
-
-impl Drop for AttemptGuard {
-    fn drop(&mut self) {
-        let Some(hold) = self.hold.take() else {
-            return;
-        };
-        let (inner, target) = (Arc::clone(&self.inner), self.target.clone());
-        let (field, expected_after) = (self.field.clone(), self.expected_after);
-        let cleanup = async move {
-            // Dropped before the answers came: it may have landed anywhere, on a majority too.
-            undo(
-                &inner,
-                &target,
-                &field,
-                expected_after,
-                |_| true,
-                |_| false,
-                true,
-            )
-            .await;
-            drop(hold);
-        };
-        redlock_core::lock_kind::spawn_cleanup(cleanup);
     }
 }
 

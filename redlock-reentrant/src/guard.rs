@@ -6,7 +6,7 @@ use redlock_watchdog::{LostReason, LostSignal};
 use tokio_util::sync::CancellationToken;
 
 use crate::hold::Grant;
-use crate::unlock::{OnNoQuorum, OwedRelease};
+use crate::unlock::{pay, OnNoQuorum, OwedRelease};
 use crate::{Error, RLock};
 
 /// One acquisition of an [`RLock`], released when dropped.
@@ -109,11 +109,12 @@ impl LockGuard {
     /// guard.unlock().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn unlock(mut self) -> Result<(), Error> {
-        match self.release.pay(OnNoQuorum::GiveUp).await {
+    pub async fn unlock(self) -> Result<(), Error> {
+        let Self { lost, release, .. } = self;
+        match pay(release, OnNoQuorum::GiveUp).await {
             Ok(_) => Ok(()),
             // The guard's hold ended some other way; if it was lost, say so.
-            Err(Error::NotOwner { name }) => match self.lost.reason() {
+            Err(Error::NotOwner { name }) => match lost.reason() {
                 Some(reason) => Err(Error::LockLost { name, reason }),
                 None => Err(Error::NotOwner { name }),
             },

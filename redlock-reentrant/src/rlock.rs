@@ -10,7 +10,7 @@ use crate::holds::{HoldKey, Target};
 use crate::inner::Inner;
 use crate::inspect::{inspect, LockStatus};
 use crate::owner::OwnerSource;
-use crate::unlock::{OnNoQuorum, OwedRelease};
+use crate::unlock::{pay, OnNoQuorum, Owed};
 use crate::wait::acquire_waiting;
 use crate::{Error, LockClient, LockGuard, LockOwner};
 
@@ -345,7 +345,7 @@ impl RLock {
         };
         let grant = acquire_waiting(self.inner(), &target, wait, mode).await?;
         Ok(grant.map(|grant| {
-            let release = OwedRelease::new(
+            let release = Owed::new(
                 Arc::clone(self.inner()),
                 target,
                 Some(grant.generation),
@@ -393,10 +393,8 @@ impl RLock {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(&self) -> Result<(), Error> {
-        OwedRelease::new(Arc::clone(self.inner()), self.target()?, None, None)
-            .pay(OnNoQuorum::KeepHold)
-            .await
-            .map(|_| ())
+        let owed = Owed::new(Arc::clone(self.inner()), self.target()?, None, None);
+        pay(owed, OnNoQuorum::KeepHold).await.map(|_| ())
     }
 
     /// Deletes the lock whoever holds it, waking a waiter. Returns whether a majority of nodes

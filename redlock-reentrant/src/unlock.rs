@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::task::{Context, Waker};
 
 use futures_util::StreamExt;
-use redlock_core::lock_kind::{FanOut, ScriptCall, BATCHES_IN_FLIGHT};
+use redlock_core::lock_kind::{FanOut, FinishOnDrop, ScriptCall, BATCHES_IN_FLIGHT};
 use redlock_core::quorum::lease_millis;
 use redlock_core::{Error, LostReason};
 
@@ -37,118 +37,93 @@ pub(crate) enum OnNoQuorum {
 /// A release that is owed: by a guard until it is unlocked or dropped, by an `unlock` call
 /// until it has the hold. Dropped while still owed, it is paid in a spawned task (or, with no
 /// runtime left, the hold is given up at once).
+pub(crate) type OwedRelease = FinishOnDrop<Owed>;
+
+/// What an owed release needs.
 #[derive(Debug)]
-pub(crate) struct OwedRelease {
+pub(crate) struct Owed {
     inner: Arc<Inner>,
     target: Target,
     /// The guard's hold, `None` for whatever this owner holds (`RLock::unlock`).
     generation: Option<u64>,
     /// The lease the guard's acquisition asked for, `None` for the latest acquisition.
     mode: Option<LeaseMode>,
-    owed: bool,
 }
 
-impl OwedRelease {
+impl Owed {
     pub(crate) fn new(
         inner: Arc<Inner>,
         target: Target,
         generation: Option<u64>,
         mode: Option<LeaseMode>,
-    ) -> Self {
-        Self {
-            inner,
-            target,
-            generation,
-            mode,
-            owed: true,
-        }
+    ) -> OwedRelease {
+        FinishOnDrop::new(
+            Self {
+                inner,
+                target,
+                generation,
+                mode,
+            },
+            |owed| {
+                Box::pin(async move {
+                    let name = Arc::clone(&owed.target.name);
+                    if let Err(err) = pay(owed.arm(), OnNoQuorum::GiveUp).await {
+                        tracing::debug!(lock = %name, error = %err, "release on drop failed");
+                    }
+                })
+            },
+            |owed| abandon_without_runtime(&owed.inner, &owed.target, owed.generation),
+        )
     }
 
-    /// Releases one acquisition; returns how many are left. Once it has the hold, the release
-    /// is its own: dropping this future then completes it in a spawned task.
-    #[tracing::instrument(name = "redlock.unlock", level = "debug", skip_all, fields(lock = %self.target.name))]
-    pub(crate) async fn pay(&mut self, on_no_quorum: OnNoQuorum) -> Result<u32, Error> {
-        if !self.owed {
-            return Err(Error::NotOwner {
-                name: self.target.name.to_string(),
-            });
-        }
-        if let Err(err) = self.inner.check_open() {
-            // Shutdown released every hold already.
-            self.owed = false;
-            return Err(err);
-        }
-        let mut hold = self.inner.holds.lock(&self.target.hold).await;
-        if self.generation.is_some() && hold.state().pending_unlock().is_some() {
-            // A guard's release is not the retry of the owner's pending one: that comes first.
-            // Still owed meanwhile: dropped here, the release is paid in a spawned task.
-            match finish_pending(&self.inner, &self.target, hold).await {
-                Ok(updated) => hold = updated,
-                Err(err) => {
-                    // No majority again: nobody is left to retry this guard's release.
-                    let hold = self.inner.holds.lock(&self.target.hold).await;
-                    self.owed = false;
-                    let given_up = {
-                        let mut state = hold.state();
-                        state.generation() == self.generation
-                            && state.give_up(LostReason::QuorumLost)
-                    };
-                    if let Some(generation) = self.generation.filter(|_| given_up) {
-                        abandon(&self.inner, &self.target, generation).await;
-                    }
-                    return Err(err);
-                }
-            }
-        }
-        self.owed = false;
-        let plan = match plan(&self.target, hold, self.generation, &self.inner) {
-            Ok(planned) => planned,
-            Err(err) => return Err(err),
-        };
-        let (hold, plan) = plan;
-        let flight = InFlight {
-            inner: Arc::clone(&self.inner),
-            target: self.target.clone(),
-            hold: Some(hold),
-            plan,
-            mode: self.mode,
-        };
-        let (hold, outcome) = flight.run(on_no_quorum).await;
-        drop(hold);
-        outcome
+    /// Owed again (a dropped release, paid in its own task).
+    fn arm(self) -> OwedRelease {
+        Self::new(self.inner, self.target, self.generation, self.mode)
     }
 }
 
-impl Drop for OwedRelease {
-    fn drop(&mut self) {
-        if !self.owed {
-            return;
-        }
-        self.owed = false;
-        let mut owed = OwedRelease {
-            inner: Arc::clone(&self.inner),
-            target: self.target.clone(),
-            generation: self.generation,
-            mode: self.mode,
-            owed: true,
-        };
-        if tokio::runtime::Handle::try_current().is_ok() {
-            owed.owed = false;
-            spawn_or_else(
-                owed,
-                |mut owed| async move {
-                    owed.owed = true;
-                    if let Err(err) = owed.pay(OnNoQuorum::GiveUp).await {
-                        tracing::debug!(lock = %owed.target.name, error = %err, "release on drop failed");
-                    }
-                },
-                |owed| abandon_without_runtime(&owed.inner, &owed.target, owed.generation),
-            );
-            return;
-        }
-        owed.owed = false;
-        abandon_without_runtime(&self.inner, &self.target, self.generation);
+/// Releases one acquisition; returns how many are left. Once it has the hold, the release is
+/// its own: dropping this future then completes it in a spawned task.
+#[tracing::instrument(name = "redlock.unlock", level = "debug", skip_all, fields(lock = %owed.target.name))]
+pub(crate) async fn pay(owed: OwedRelease, on_no_quorum: OnNoQuorum) -> Result<u32, Error> {
+    if let Err(err) = owed.inner.check_open() {
+        // Shutdown released every hold already.
+        drop(owed.disarm());
+        return Err(err);
     }
+    let mut hold = owed.inner.holds.lock(&owed.target.hold).await;
+    if owed.generation.is_some() && hold.state().pending_unlock().is_some() {
+        // A guard's release is not the retry of the owner's pending one: that comes first.
+        // Still owed meanwhile: dropped here, the release is paid in a spawned task.
+        match finish_pending(&owed.inner, &owed.target, hold).await {
+            Ok(updated) => hold = updated,
+            Err(err) => {
+                // No majority again: nobody is left to retry this guard's release.
+                let hold = owed.inner.holds.lock(&owed.target.hold).await;
+                let owed = owed.disarm();
+                let given_up = {
+                    let mut state = hold.state();
+                    state.generation() == owed.generation && state.give_up(LostReason::QuorumLost)
+                };
+                if let Some(generation) = owed.generation.filter(|_| given_up) {
+                    abandon(&owed.inner, &owed.target, generation).await;
+                }
+                return Err(err);
+            }
+        }
+    }
+    let owed = owed.disarm();
+    let (hold, plan) = plan(&owed.target, hold, owed.generation, &owed.inner)?;
+    let flight = Flight {
+        inner: owed.inner,
+        target: owed.target,
+        hold,
+        plan,
+        mode: owed.mode,
+    };
+    let (hold, outcome) = run(flight.arm(), on_no_quorum).await;
+    drop(hold);
+    outcome
 }
 
 /// Gives a hold up where nothing can be sent (no runtime): renewal stops and the signal fires
@@ -226,42 +201,64 @@ pub(crate) async fn finish_pending(
     hold: HoldGuard,
 ) -> Result<HoldGuard, Error> {
     let (hold, plan) = plan(target, hold, None, inner)?;
-    let flight = InFlight {
+    let flight = Flight {
         inner: Arc::clone(inner),
         target: target.clone(),
-        hold: Some(hold),
+        hold,
         plan,
         mode: None,
     };
-    match flight.run(OnNoQuorum::KeepHold).await {
+    match run(flight.arm(), OnNoQuorum::KeepHold).await {
         (hold, Ok(_) | Err(Error::LockLost { .. })) => Ok(hold),
         (_, Err(err)) => Err(err),
     }
 }
 
-/// A release sent (or about to be) and not yet decided; it has the hold. Dropped before it is
-/// decided, it is finished in a spawned task, retrying the same request id.
-struct InFlight {
+/// A release sent (or about to be) and not yet decided; it has the hold.
+struct Flight {
     inner: Arc<Inner>,
     target: Target,
-    hold: Option<HoldGuard>,
+    hold: HoldGuard,
     plan: ReleasePlan,
     mode: Option<LeaseMode>,
 }
 
-impl InFlight {
-    fn hold(&self) -> std::sync::MutexGuard<'_, Hold> {
-        self.hold.as_ref().expect("present until decided").state()
+/// A release in flight. Dropped before it is decided, it is finished in a spawned task,
+/// retrying the same request id; where nothing can be sent, the hold is given up at once.
+type InFlight = FinishOnDrop<Flight>;
+
+/// Sends the release until a majority decides it or the retries are spent. Each request
+/// carries an id that every node remembers with its answer for a short while: retrying after
+/// a lost reply (here, or in a later call after an error) gets the same answers instead of a
+/// false "not owner".
+async fn run(mut flight: InFlight, on_no_quorum: OnNoQuorum) -> (HoldGuard, Result<u32, Error>) {
+    let outcome = flight.decide(on_no_quorum).await;
+    (flight.disarm().hold, outcome)
+}
+
+impl Flight {
+    fn arm(self) -> InFlight {
+        FinishOnDrop::new(
+            self,
+            |flight| {
+                Box::pin(async move {
+                    let name = Arc::clone(&flight.target.name);
+                    if let (_, Err(err)) = run(flight.arm(), OnNoQuorum::GiveUp).await {
+                        tracing::debug!(lock = %name, error = %err, "a dropped release did not complete");
+                    }
+                })
+            },
+            Flight::abandon,
+        )
     }
 
-    /// Sends the release until a majority decides it or the retries are spent. Each request
-    /// carries an id that every node remembers with its answer for a short while: retrying
-    /// after a lost reply (here, or in a later call after an error) gets the same answers
-    /// instead of a false "not owner".
-    async fn run(mut self, on_no_quorum: OnNoQuorum) -> (HoldGuard, Result<u32, Error>) {
-        let outcome = self.decide(on_no_quorum).await;
-        let hold = self.hold.take().expect("present until decided");
-        (hold, outcome)
+    fn hold(&self) -> std::sync::MutexGuard<'_, Hold> {
+        self.hold.state()
+    }
+
+    /// Nothing can be sent any more (no runtime): the hold is given up at once.
+    fn abandon(self) {
+        self.hold.state().give_up(LostReason::Abandoned);
     }
 
     async fn decide(&mut self, on_no_quorum: OnNoQuorum) -> Result<u32, Error> {
@@ -410,79 +407,6 @@ fn decide(tally: Tally) -> Verdict {
     } else {
         Verdict::Undecided
     }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let Some(hold) = self.hold.take() else {
-            return;
-        };
-        let flight = InFlight {
-            inner: Arc::clone(&self.inner),
-            target: self.target.clone(),
-            hold: Some(hold),
-            plan: self.plan.clone(),
-            mode: self.mode,
-        };
-        if tokio::runtime::Handle::try_current().is_ok() {
-            spawn_or_else(
-                flight,
-                |flight| async move {
-                    let target = flight.target.clone();
-                    if let (_, Err(err)) = flight.run(OnNoQuorum::GiveUp).await {
-                        tracing::debug!(lock = %target.name, error = %err, "a dropped release did not complete");
-                    }
-                },
-                InFlight::abandon,
-            );
-            return;
-        }
-        flight.abandon();
-    }
-}
-
-impl InFlight {
-    /// Nothing can be sent any more (no runtime): the hold is given up at once.
-    fn abandon(mut self) {
-        if let Some(hold) = self.hold.take() {
-            hold.state().give_up(LostReason::Abandoned);
-        }
-    }
-}
-
-/// Finishes `value` in a spawned task (`finish`). A runtime that is shutting down drops what is
-/// spawned without starting it: then `fallback` runs instead, at once, where a `Drop` that spawned
-/// again would recurse without end.
-fn spawn_or_else<T, F>(
-    value: T,
-    finish: impl FnOnce(T) -> F + Send + 'static,
-    fallback: impl FnOnce(T) + Send + 'static,
-) where
-    T: Send + 'static,
-    F: std::future::Future<Output = ()> + Send + 'static,
-{
-    struct Unstarted<T, G: FnOnce(T)> {
-        value: Option<T>,
-        fallback: Option<G>,
-    }
-    impl<T, G: FnOnce(T)> Drop for Unstarted<T, G> {
-        fn drop(&mut self) {
-            if let (Some(value), Some(fallback)) = (self.value.take(), self.fallback.take()) {
-                fallback(value);
-            }
-        }
-    }
-    let mut unstarted = Unstarted {
-        value: Some(value),
-        fallback: Some(fallback),
-    };
-    redlock_core::lock_kind::spawn_cleanup(async move {
-        let value = unstarted
-            .value
-            .take()
-            .expect("taken once, when the task starts");
-        finish(value).await;
-    });
 }
 
 /// The deletion of the lock where this owner's hold of `generation` holds it (`ABANDON`,

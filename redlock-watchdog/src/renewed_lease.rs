@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use redlock_core::{Error, Lease, LostReason};
 
-use redlock_core::lock_kind::SpawnOnDrop;
+use redlock_core::lock_kind::FinishOnDrop;
 
 use crate::lock_kind::{LeaseFacts, Registration, ReleasePhase, RenewScript};
 use crate::{LostSignal, Watchdog};
@@ -145,9 +145,9 @@ impl RenewedLease {
             renew: true,
             release: ReleasePhase::Sending,
         });
-        let if_dropped = SpawnOnDrop::new(self.detached_release());
+        let if_dropped = FinishOnDrop::spawning(self.detached_release());
         let outcome = self.watchdog.redlock().release(&self.lease).await;
-        if_dropped.disarm();
+        drop(if_dropped.disarm());
         match (outcome, lost) {
             (_, Some(reason)) => Err(Error::lock_lost(self.name(), reason)),
             (Err(Error::NotOwner { .. }), None) => {

@@ -224,14 +224,10 @@ impl Node {
             }
             state.probing = true;
         }
-        /// Clears the flag however the probe ends, its task dropped unfinished included.
-        struct Probing(Arc<Link>);
-        impl Drop for Probing {
-            fn drop(&mut self) {
-                self.0.state().probing = false;
-            }
-        }
-        let probing = Probing(Arc::clone(&self.link));
+        // Clears the flag however the probe ends, its task dropped unfinished included.
+        let probing = crate::FinishOnDrop::now(Arc::clone(&self.link), |link| {
+            link.state().probing = false;
+        });
         let ping = self.submit(&Request::Command(Arc::new(redis::cmd("PING"))), timeout);
         let probe = async move {
             let _ = ping.await;
