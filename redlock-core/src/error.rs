@@ -92,13 +92,13 @@ fn ttl_suffix(ttl: Option<Duration>) -> String {
 impl Error {
     /// A missing quorum for the lock `name`: `answered` nodes gave the answer that counted;
     /// the fan-out's first node failure is the source.
-    pub fn no_quorum<T>(name: &str, answered: usize, fan: &mut crate::FanOut<T>) -> Self {
+    pub fn no_quorum<T>(name: &str, answered: usize, fan: crate::FanOut<T>) -> Self {
         Error::NoQuorum {
             name: name.to_owned(),
             answered,
-            nodes: fan.replies().len(),
+            nodes: fan.nodes(),
             needed: fan.quorum(),
-            source: fan.take_first_error(),
+            source: fan.into_first_error(),
         }
     }
 
@@ -241,19 +241,6 @@ pub enum NodeErrorKind {
     /// The node answered with an error or the connection broke mid-request.
     #[error("{0}")]
     Command(#[source] redis::RedisError),
-    /// The request was not sent to this node: an earlier answer made it pointless (see
-    /// [`NodeSet::run_script_on`](crate::NodeSet::run_script_on)).
-    #[error("not asked")]
-    NotAsked,
-    /// The outcome was decided before this node answered: its request is still in flight and
-    /// finishes in the background, bounded by the per-node timeout.
-    #[error("not awaited: the outcome was decided without this node")]
-    NotAwaited,
-    /// The node did not answer its last request in time (or could not be connected to), so
-    /// it was not waited on: a majority answers without it. Releases are still sent to it;
-    /// other requests skip it until it answers again (it is probed meanwhile).
-    #[error("not waited on: it stopped answering lately")]
-    Unresponsive,
     /// The write ran, but fewer replicas than asked for acknowledged it within the `WAIT`
     /// timeout (see [`RedlockConfig::replica_acks`](crate::RedlockConfig::replica_acks)): a
     /// failover could lose it, so it does not count.
@@ -308,20 +295,6 @@ impl NodeError {
             .filter(|kind| !kind.is_empty())
             .unwrap_or("value of another kind");
         Some(found.to_owned())
-    }
-
-    /// Whether the request was deliberately not sent to this node.
-    pub fn is_not_asked(&self) -> bool {
-        matches!(self.kind, NodeErrorKind::NotAsked)
-    }
-
-    /// Whether the node was not waited on: the outcome was decided without it, or it had
-    /// stopped answering lately.
-    pub fn is_not_awaited(&self) -> bool {
-        matches!(
-            self.kind,
-            NodeErrorKind::NotAwaited | NodeErrorKind::Unresponsive
-        )
     }
 
     /// Whether the node did not answer in time.

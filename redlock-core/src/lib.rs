@@ -85,7 +85,7 @@ pub mod lock_kind {
     pub use crate::finish_on_drop::{spawn_cleanup, Cleanup, FinishOnDrop};
     pub use crate::lock_script::{LockScript, ScriptCall};
     pub use crate::node::{Endpoint, Node};
-    pub use crate::nodes::{FanOut, NodeSet, BATCHES_IN_FLIGHT};
+    pub use crate::nodes::{FanOut, NodeSet, Slot, BATCHES_IN_FLIGHT};
 }
 // Named from the crate's root inside the crate.
 use lock_kind::{

@@ -89,7 +89,7 @@ impl NodeSet {
     /// `decided` says the replies so far settle the outcome (or every reply is in). The
     /// requests still out finish in the background, each within `timeout`, and their late
     /// effects are the caller's to account for: a release sent after this one reaches every
-    /// node after it. Nodes not awaited reply [`NodeErrorKind::NotAwaited`](crate::NodeErrorKind::NotAwaited).
+    /// node after it. Nodes not awaited are [`Slot::Pending`].
     ///
     /// `decided` sees the replies so far, with [`FanOut::in_flight`] counting the ones still
     /// awaited.
@@ -107,7 +107,7 @@ impl NodeSet {
     }
 
     /// Runs a script on the nodes for which `ask(node index)` is true, at once, each within
-    /// `timeout`; the others reply [`NodeErrorKind::NotAsked`](crate::NodeErrorKind::NotAsked).
+    /// `timeout`; the others are [`Slot::NotAsked`].
     /// For follow-ups that only matter where an earlier fan-out landed. Returns as
     /// [`NodeSet::run_script_until`] does.
     ///
@@ -155,15 +155,15 @@ impl NodeSet {
         for node in &self.nodes {
             let index = node.index();
             if !ask(index) {
-                replies.push(Err(node.error(NodeErrorKind::NotAsked)));
+                replies.push(Slot::NotAsked);
             } else if skip_unresponsive && unresponsive[index] {
                 node.probe(timeout);
                 if request.is_releasing() {
                     unawaited.push(node.submit(request, timeout));
                 }
-                replies.push(Err(node.error(NodeErrorKind::Unresponsive)));
+                replies.push(Slot::Skipped);
             } else {
-                replies.push(Err(node.error(NodeErrorKind::NotAwaited)));
+                replies.push(Slot::Pending);
                 let reply = node.submit(request, timeout);
                 awaited.push(async move { (index, reply.await) });
             }
@@ -216,19 +216,49 @@ impl NodeSet {
         &self,
         index: usize,
         reply: Result<redis::Value, NodeErrorKind>,
-    ) -> Result<T, NodeError> {
+    ) -> Slot<T> {
         let node = &self.nodes[index];
-        reply.and_then(crate::node::decode).map_err(|kind| {
+        match reply.and_then(crate::node::decode) {
+            Ok(value) => Slot::Replied(value),
+            Err(kind) => {
                 tracing::debug!(node = index, address = %node.address(), error = %kind, "node request failed");
-                node.error(kind)
-            })
+                Slot::Failed(node.error(kind))
+            }
+        }
+    }
+}
+
+/// What one node gave a fanned-out request.
+#[derive(Debug)]
+pub enum Slot<T> {
+    /// Its reply.
+    Replied(T),
+    /// Its request failed: an error reply, a timeout, no connection.
+    Failed(NodeError),
+    /// Not sent: an earlier answer made it pointless ([`NodeSet::run_script_on`]).
+    NotAsked,
+    /// Sent, and not waited for: the outcome was decided first. It finishes in the background,
+    /// bounded by the per-node timeout.
+    Pending,
+    /// Not waited on: the node stopped answering lately, so a majority answers without it
+    /// (a release is still sent to it; it is probed meanwhile).
+    Skipped,
+}
+
+impl<T> Slot<T> {
+    /// The reply, if the node gave one.
+    pub fn reply(&self) -> Option<&T> {
+        match self {
+            Slot::Replied(value) => Some(value),
+            _ => None,
+        }
     }
 }
 
 /// What every node answered to one fanned-out request.
 #[derive(Debug)]
 pub struct FanOut<T> {
-    replies: Vec<Result<T, NodeError>>,
+    replies: Vec<Slot<T>>,
     started: Instant,
     elapsed: Duration,
     quorum: usize,
@@ -236,14 +266,14 @@ pub struct FanOut<T> {
 }
 
 impl<T> FanOut<T> {
-    /// Each node's reply, in configuration order.
-    pub fn replies(&self) -> &[Result<T, NodeError>] {
+    /// What each node gave, in configuration order.
+    pub fn slots(&self) -> &[Slot<T>] {
         &self.replies
     }
 
-    /// Each node's reply, owned.
-    pub fn into_replies(self) -> Vec<Result<T, NodeError>> {
-        self.replies
+    /// How many nodes the request was for.
+    pub fn nodes(&self) -> usize {
+        self.replies.len()
     }
 
     /// When the request was sent (a monotonic clock).
@@ -271,10 +301,10 @@ impl<T> FanOut<T> {
     /// Whether every node for which `which(node index)` is true has replied (a reply, an error
     /// or a timeout; not a reply still in flight).
     pub fn replied_on(&self, which: impl Fn(usize) -> bool) -> bool {
-        self.replies.iter().enumerate().all(|(node, reply)| {
-            !which(node)
-                || !matches!(reply, Err(err) if matches!(err.kind, NodeErrorKind::NotAwaited))
-        })
+        self.replies
+            .iter()
+            .enumerate()
+            .all(|(node, slot)| !which(node) || !matches!(slot, Slot::Pending))
     }
 
     /// How many nodes gave no usable reply: errors, timeouts, nodes not awaited, and while the
@@ -290,15 +320,12 @@ impl<T> FanOut<T> {
 
     /// How many nodes gave a usable (non-error) reply.
     pub fn answered(&self) -> usize {
-        self.replies.iter().filter(|reply| reply.is_ok()).count()
+        self.values().count()
     }
 
     /// How many nodes replied with a value that satisfies `test`.
     pub fn count(&self, test: impl Fn(&T) -> bool) -> usize {
-        self.replies
-            .iter()
-            .filter(|reply| reply.as_ref().is_ok_and(&test))
-            .count()
+        self.values().filter(|value| test(value)).count()
     }
 
     /// Whether a majority replied with a value that satisfies `test`.
@@ -308,32 +335,23 @@ impl<T> FanOut<T> {
 
     /// The successful replies.
     pub fn values(&self) -> impl Iterator<Item = &T> {
-        self.replies.iter().filter_map(|reply| reply.as_ref().ok())
+        self.replies.iter().filter_map(Slot::reply)
     }
 
-    /// The node errors.
+    /// The nodes' failures (a node not asked, not waited for or skipped is none).
     pub fn errors(&self) -> impl Iterator<Item = &NodeError> {
-        self.replies.iter().filter_map(|reply| reply.as_ref().err())
+        self.replies.iter().filter_map(|slot| match slot {
+            Slot::Failed(err) => Some(err),
+            _ => None,
+        })
     }
 
-    /// Takes the first node failure out (a node not asked is no failure), for use as an
-    /// error's source: a real failure (a timeout, a refused connection, an error reply) rather
-    /// than a node that was not waited on, when there is one.
-    pub fn take_first_error(&mut self) -> Option<NodeError> {
-        let failed = |real: bool| {
-            self.replies.iter().position(|reply| {
-                reply
-                    .as_ref()
-                    .is_err_and(|err| !err.is_not_asked() && (!real || !err.is_not_awaited()))
-            })
-        };
-        let position = failed(true).or_else(|| failed(false))?;
-        let placeholder = Err(NodeError {
-            index: usize::MAX,
-            address: crate::NodeAddress::redact(""),
-            kind: crate::NodeErrorKind::NotAsked,
-        });
-        std::mem::replace(&mut self.replies[position], placeholder).err()
+    /// The first node failure, for use as an error's source.
+    pub fn into_first_error(self) -> Option<NodeError> {
+        self.replies.into_iter().find_map(|slot| match slot {
+            Slot::Failed(err) => Some(err),
+            _ => None,
+        })
     }
 
     /// The Redis type named by `WRONGTYPE` replies, when so many nodes gave one that the

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tracing::{field, Span};
 
+use crate::lock_kind::Slot;
 use crate::lua::{AcquireReply, ACQUIRE, EXTEND, RELEASE, RENEW};
 use crate::quorum::lease_millis;
 use crate::{
@@ -287,9 +288,9 @@ impl Redlock {
         // release is queued behind it on every node. If this await is dropped, `undo` releases
         // instead.
         let seen = fan
-            .replies()
+            .slots()
             .iter()
-            .map(|reply| matches!(reply, Ok(AcquireReply::Taken)))
+            .map(|slot| matches!(slot, Slot::Replied(AcquireReply::Taken)))
             .collect();
         self.clone()
             .release_quietly(key.clone(), owner, timeout, seen)
@@ -304,7 +305,7 @@ impl Redlock {
         key: &str,
         lease: Duration,
         granted: usize,
-        mut fan: FanOut<AcquireReply>,
+        fan: FanOut<AcquireReply>,
     ) -> Error {
         if let Some(found) = fan.wrong_type() {
             return Error::WrongType {
@@ -313,7 +314,7 @@ impl Redlock {
             };
         }
         if fan.answered() < fan.quorum() {
-            return self.no_quorum(name, &mut fan);
+            return self.no_quorum(name, fan);
         }
         if granted >= fan.quorum() {
             return Error::ValidityExhausted {
@@ -335,7 +336,7 @@ impl Redlock {
         }
     }
 
-    fn no_quorum<T>(&self, name: &str, fan: &mut FanOut<T>) -> Error {
+    fn no_quorum<T>(&self, name: &str, fan: FanOut<T>) -> Error {
         tracing::warn!(
             lock = %name,
             answered = fan.answered(),
@@ -363,7 +364,7 @@ impl Redlock {
     #[tracing::instrument(name = "redlock.release", skip_all, fields(lock = %lease.name(), nodes = self.nodes().len(), quorum = self.quorum(), released = field::Empty, elapsed_ms = field::Empty), err(level = "debug", Display))]
     pub async fn release(&self, lease: &Lease) -> Result<(), Error> {
         let timeout = self.config().node_timeout_for(lease.lease());
-        let mut fan = self.release_key(lease.key(), lease.owner(), timeout).await;
+        let fan = self.release_key(lease.key(), lease.owner(), timeout).await;
         let released = fan.count(|reply| *reply == Applied::Yes);
         let unanswered = fan.unanswered();
         let span = Span::current();
@@ -373,7 +374,7 @@ impl Redlock {
             Ok(())
         } else if fan.answered() < fan.quorum() || released + unanswered >= fan.quorum() {
             // The nodes that did not answer could still make it a majority: undecided.
-            Err(self.no_quorum(lease.name(), &mut fan))
+            Err(self.no_quorum(lease.name(), fan))
         } else {
             Err(Error::NotOwner {
                 name: lease.name().to_owned(),
@@ -413,7 +414,7 @@ impl Redlock {
             .key(lease.key())
             .arg(lease.owner().as_str())
             .arg(lease_millis(new_lease));
-        let mut fan: FanOut<Applied> = self
+        let fan: FanOut<Applied> = self
             .nodes()
             .run_script_until(&call, timeout, decided_yes_or_no)
             .await;
@@ -446,7 +447,7 @@ impl Redlock {
         let unanswered = fan.unanswered();
         if fan.answered() < fan.quorum() || extended + unanswered >= fan.quorum() {
             // The nodes that did not answer could still make it a majority: undecided.
-            return Err(self.no_quorum(lease.name(), &mut fan));
+            return Err(self.no_quorum(lease.name(), fan));
         }
         Err(Error::NotOwner {
             name: lease.name().to_owned(),
@@ -499,7 +500,7 @@ impl Redlock {
         seen: Vec<bool>,
     ) {
         let fan = self.clean_up_key(&key, &owner, timeout, &seen).await;
-        for err in fan.errors().filter(|err| !err.is_not_awaited()) {
+        for err in fan.errors() {
             tracing::debug!(node = %err.address, error = %err.kind, "clean-up release failed; the key expires with its lease");
         }
     }

@@ -108,15 +108,13 @@ fn lost_label(reason: LostReason) -> &'static str {
     }
 }
 
-/// Records a failed request to `node`; requests that were not sent or not awaited are not
-/// failures and are not counted.
+/// Records a failed request to `node`.
 pub(crate) fn node_error(node: &NodeAddress, kind: &NodeErrorKind) {
     let kind = match kind {
         NodeErrorKind::Timeout(_) => "timeout",
         NodeErrorKind::Connect(_) => "connect",
         NodeErrorKind::Command(_) => "command",
         NodeErrorKind::NotReplicated { .. } => "not_replicated",
-        NodeErrorKind::NotAsked | NodeErrorKind::NotAwaited | NodeErrorKind::Unresponsive => return,
     };
     metrics::counter!(NODE_ERRORS, "node" => node.as_str().to_owned(), "kind" => kind).increment(1);
 }

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::lock_kind::{FanOut, FinishOnDrop};
+use redlock_core::lock_kind::{FanOut, FinishOnDrop, Slot};
 use redlock_core::quorum::lease_millis;
-use redlock_core::{Error, LostReason, NodeErrorKind, OwnerToken};
+use redlock_core::{Error, LostReason, OwnerToken};
 
 use crate::fencing::choose_token;
 use crate::hold::{new_generation, AcquirePlan, Grant, LeaseMode};
@@ -95,23 +95,24 @@ pub(crate) async fn attempt(
         })
         .await;
     let granted = fan.count(AcquireReply::granted);
-    // Where the attempt may have applied: granted, or no answer to tell (a node skipped as
-    // unresponsive was not sent it).
+    // Where the attempt may have applied: granted, or sent with no answer to tell (a node
+    // skipped as unresponsive was not sent it).
     let landed: Vec<bool> = fan
-        .replies()
+        .slots()
         .iter()
-        .map(|reply| match reply {
-            Ok(reply) => reply.granted(),
+        .map(|slot| match slot {
+            Slot::Replied(reply) => reply.granted(),
+            Slot::NotAsked | Slot::Skipped => false,
             #[cfg(feature = "sabotage")]
-            Err(_) if crate::sabotage::undo_only_seen_grants() => false,
-            Err(err) => !matches!(err.kind, NodeErrorKind::Unresponsive),
+            _ if crate::sabotage::undo_only_seen_grants() => false,
+            Slot::Failed(_) | Slot::Pending => true,
         })
         .collect();
     // Where it was seen to land: the undo waits for these nodes only.
     let seen: Vec<bool> = fan
-        .replies()
+        .slots()
         .iter()
-        .map(|reply| reply.as_ref().is_ok_and(AcquireReply::granted))
+        .map(|slot| slot.reply().is_some_and(AcquireReply::granted))
         .collect();
     let started = fan.started();
     let in_time = |elapsed: Duration| timing.validity(elapsed).is_some();
@@ -127,8 +128,12 @@ pub(crate) async fn attempt(
                         _ => None,
                     })
                     .collect();
-                let granted_new =
-                    |node: usize| matches!(fan.replies()[node], Ok(AcquireReply::NewHold { .. }));
+                let granted_new = |node: usize| {
+                    matches!(
+                        fan.slots()[node],
+                        Slot::Replied(AcquireReply::NewHold { .. })
+                    )
+                };
                 write_back_token(inner, target, &field, &candidates, timeout, granted_new).await
             }
             // A hold being re-entered always has its token.
@@ -193,10 +198,10 @@ pub(crate) async fn attempt(
         Then::Shutdown => Err(Error::Shutdown),
         Then::Contended => Ok(Outcome::Contended),
         Then::NestedLost => nested_lost(target, &hold),
-        Then::WriteBackFailed(mut written) => Err(Error::no_quorum(
+        Then::WriteBackFailed(written) => Err(Error::no_quorum(
             &target.name,
             written.count(|reply| *reply == Applied::Yes),
-            &mut written,
+            written,
         )),
         Then::NotGranted => failure(target, &hold, plan, granted, lease, fan),
     }
@@ -283,7 +288,7 @@ fn failure(
     plan: AcquirePlan,
     granted: usize,
     lease: Duration,
-    mut fan: FanOut<AcquireReply>,
+    fan: FanOut<AcquireReply>,
 ) -> Result<Outcome, Error> {
     if let Some(found) = fan.wrong_type() {
         return Err(Error::WrongType {
@@ -292,7 +297,7 @@ fn failure(
         });
     }
     if fan.answered() < fan.quorum() {
-        return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
+        return Err(Error::no_quorum(&target.name, fan.answered(), fan));
     }
     if granted >= fan.quorum() {
         return Err(Error::ValidityExhausted {
@@ -301,12 +306,12 @@ fn failure(
             lease,
         });
     }
-    let unanswered = fan.replies().len() - fan.answered();
+    let unanswered = fan.nodes() - fan.answered();
     if let AcquirePlan::Nested { .. } = plan {
         // A nested acquisition never waits for another holder: this owner's hold is there or
         // it is gone. Gone when even the nodes that did not answer could not make a majority.
         if granted + unanswered >= fan.quorum() {
-            return Err(Error::no_quorum(&target.name, granted, &mut fan));
+            return Err(Error::no_quorum(&target.name, granted, fan));
         }
         return nested_lost(target, hold);
     }
@@ -454,10 +459,7 @@ async fn undo(
             fan.replied_on(&seen)
         })
         .await;
-    for err in fan
-        .errors()
-        .filter(|err| !err.is_not_asked() && !err.is_not_awaited())
-    {
+    for err in fan.errors() {
         tracing::debug!(node = %err.address, error = %err.kind, "undo failed on a node; the lease bounds it");
     }
 }

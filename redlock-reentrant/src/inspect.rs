@@ -94,7 +94,7 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
         .key(&*target.fence_key)
         .arg(field.as_str());
     let timeout = inner.node_timeout();
-    let mut fan: FanOut<Inspected> = inner.redlock.nodes().run_script(&call, timeout).await;
+    let fan: FanOut<Inspected> = inner.redlock.nodes().run_script(&call, timeout).await;
     if let Some(found) = fan.wrong_type() {
         return Err(Error::WrongType {
             key: target.key().to_owned(),
@@ -103,7 +103,7 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
     }
     let quorum = fan.quorum();
     if fan.answered() < quorum {
-        return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
+        return Err(Error::no_quorum(&target.name, fan.answered(), fan));
     }
     let locked = fan.has_quorum(|node| node.exists);
     let majority = |value: fn(&Inspected) -> u32| {
@@ -127,7 +127,7 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
                 quorum,
             ),
             answered: fan.answered(),
-            nodes: fan.replies().len(),
+            nodes: fan.nodes(),
         },
     })
 }

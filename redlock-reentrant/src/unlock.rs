@@ -298,7 +298,7 @@ impl Flight {
             .arg(lease_millis(inner.latch_ttl()))
             .arg(self.plan.count)
             .releasing();
-        let mut fan: FanOut<UnlockReply> = config
+        let fan: FanOut<UnlockReply> = config
             .retry
             .retry(
                 || {
@@ -326,7 +326,7 @@ impl Flight {
                 Err(Error::lock_lost(&target.name, reason))
             }
             Verdict::Undecided => {
-                let err = Error::no_quorum(&target.name, fan.answered(), &mut fan);
+                let err = Error::no_quorum(&target.name, fan.answered(), fan);
                 match on_no_quorum {
                     OnNoQuorum::KeepHold => self.hold().release_unanswered(),
                     OnNoQuorum::GiveUp => {
@@ -465,7 +465,7 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
         .by_source()
         .releasing();
     let timeout = inner.node_timeout();
-    let mut fan: FanOut<Applied> = inner
+    let fan: FanOut<Applied> = inner
         .redlock
         .nodes()
         .run_script_until(&call, timeout, |fan| {
@@ -475,7 +475,7 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
         })
         .await;
     if fan.answered() < fan.quorum() {
-        return Err(Error::no_quorum(&target.name, fan.answered(), &mut fan));
+        return Err(Error::no_quorum(&target.name, fan.answered(), fan));
     }
     Ok(fan.has_quorum(|deleted| *deleted == Applied::Yes))
 }

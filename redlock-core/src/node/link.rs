@@ -213,8 +213,8 @@ impl Link {
     ) -> Result<Value, NodeErrorKind> {
         let queued = match placed {
             Placed::Queued(queued) => queued,
-            Placed::Waiting(done) => self.connected(done).await?.ok_or(NodeErrorKind::NotAsked)?,
-            Placed::Connected => return Err(NodeErrorKind::NotAsked),
+            Placed::Waiting(done) => self.connected(done).await?.ok_or_else(nothing_placed)?,
+            Placed::Connected => return Err(nothing_placed()),
         };
         let (sequence, generation, script) = (queued.sequence, queued.generation, queued.script);
         let confirmation = queued.confirmation;
@@ -344,4 +344,11 @@ impl Link {
             state.cached_scripts.insert(sha.to_owned());
         }
     }
+}
+
+/// A placement with no request (a wish to be connected) has no reply to await.
+fn nothing_placed() -> NodeErrorKind {
+    NodeErrorKind::Command(redis::RedisError::from(std::io::Error::other(
+        "no request was placed",
+    )))
 }
