@@ -65,6 +65,7 @@ mod retry;
 #[doc(hidden)]
 pub mod sabotage;
 pub mod telemetry;
+mod unpoisoned;
 
 pub use cluster::is_cluster_url;
 pub use config::{RedlockConfig, ReplicaAcks, Timing};
@@ -86,6 +87,7 @@ pub mod lock_kind {
     pub use crate::lock_script::{LockScript, ScriptCall};
     pub use crate::node::{Endpoint, Node};
     pub use crate::nodes::{FanOut, NodeSet, Slot, BATCHES_IN_FLIGHT};
+    pub use crate::unpoisoned::unpoisoned;
 }
 // Named from the crate's root inside the crate.
 use lock_kind::{

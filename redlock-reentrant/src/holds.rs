@@ -2,7 +2,7 @@
 //! operations on that lock and keeps its [`Hold`] state machine.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use dashmap::DashMap;
 use redlock_core::OwnerToken;
@@ -10,6 +10,7 @@ use redlock_watchdog::LostSignal;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::hold::Hold;
+use redlock_core::lock_kind::unpoisoned;
 
 /// Which hold: a lock key and an owner.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -48,7 +49,7 @@ impl HoldCell {
     /// The hold as it is now: a live hold whose lease record was lost (by the watchdog, a
     /// deadline, or another handle) reads as lost.
     pub(crate) fn state(&self) -> MutexGuard<'_, Hold> {
-        let mut hold = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut hold = unpoisoned(self.state.lock());
         hold.refresh();
         hold
     }

@@ -12,10 +12,11 @@
 mod cluster;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use redlock_core::lock_kind::unpoisoned;
 use redlock_core::lock_kind::{Endpoint, NodeSet};
 use redlock_core::redis::aio::{PubSub, PubSubSink, PubSubStream};
 use redlock_core::redis::{Msg, RedisResult};
@@ -114,7 +115,7 @@ impl Subscription {
     /// announced it), whichever of its waiters was woken: no wake-up is needed to tell that a
     /// release came.
     pub(crate) fn last_release_heard(&self) -> Option<Instant> {
-        lock(&self.shared.channels)
+        unpoisoned(self.shared.channels.lock())
             .get(&self.channel)
             .and_then(|state| state.last_release.as_ref().map(|(_, heard)| *heard))
     }
@@ -123,7 +124,7 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         let last = {
-            let mut channels = lock(&self.shared.channels);
+            let mut channels = unpoisoned(self.shared.channels.lock());
             let last = channels.get_mut(&self.channel).is_some_and(|state| {
                 state.waiters = state.waiters.saturating_sub(1);
                 state.waiters == 0
@@ -146,11 +147,6 @@ impl Drop for Subscription {
 /// its name is built.
 pub(crate) fn channel_of(key: &str) -> String {
     format!("{key}:released")
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section leaves the map consistent; a panic elsewhere cannot half-write it.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Wakeups {
@@ -201,7 +197,7 @@ impl Wakeups {
     /// Cancel safe: a dropped call leaves like a dropped [`Subscription`].
     pub(crate) async fn subscribe(&self, channel: &str) -> Subscription {
         let (notify, mut confirmed, first) = {
-            let mut channels = lock(&self.shared.channels);
+            let mut channels = unpoisoned(self.shared.channels.lock());
             let state = channels
                 .entry(channel.to_owned())
                 .or_insert_with(|| ChannelState::new(self.shared.nodes));
@@ -236,14 +232,14 @@ impl Wakeups {
 
     /// How many channels this client's waiters listen to right now.
     pub(crate) fn watched_channels(&self) -> usize {
-        lock(&self.shared.channels).len()
+        unpoisoned(self.shared.channels.lock()).len()
     }
 
     /// Ends every node's task and closes its connection; wakes every waiter (who then finds
     /// the client shut down).
     pub(crate) fn close(&self) {
         self.shared.closed.cancel();
-        for state in lock(&self.shared.channels).values() {
+        for state in unpoisoned(self.shared.channels.lock()).values() {
             state.notify.notify_waiters();
         }
     }
@@ -276,12 +272,12 @@ struct Changes {
 
 impl Changes {
     fn push(&self, channel: &str) {
-        lock(&self.channels).insert(channel.to_owned());
+        unpoisoned(self.channels.lock()).insert(channel.to_owned());
         self.wake.notify_one();
     }
 
     fn take(&self) -> HashSet<String> {
-        std::mem::take(&mut *lock(&self.channels))
+        std::mem::take(&mut *unpoisoned(self.channels.lock()))
     }
 }
 
@@ -388,7 +384,7 @@ impl NodeTask {
     }
 
     fn anything_wanted(&self) -> bool {
-        !lock(&self.shared.channels).is_empty()
+        !unpoisoned(self.shared.channels.lock()).is_empty()
     }
 
     /// Serves one connection until it ends.
@@ -401,7 +397,10 @@ impl NodeTask {
         let mut subscribed: HashSet<String> = HashSet::new();
         // Every wanted channel, subscribed afresh: what was queued meanwhile is covered.
         drop(self.changes.take());
-        let wanted: Vec<String> = lock(&self.shared.channels).keys().cloned().collect();
+        let wanted: Vec<String> = unpoisoned(self.shared.channels.lock())
+            .keys()
+            .cloned()
+            .collect();
         for channel in wanted {
             if !self.reconcile(&mut sink, &mut subscribed, channel).await {
                 return Ended::Broken;
@@ -433,7 +432,7 @@ impl NodeTask {
         subscribed: &mut HashSet<String>,
         channel: String,
     ) -> bool {
-        let wanted = lock(&self.shared.channels).contains_key(&channel);
+        let wanted = unpoisoned(self.shared.channels.lock()).contains_key(&channel);
         let have = subscribed.contains(&channel);
         if wanted != have {
             let change = async {
@@ -469,7 +468,7 @@ impl NodeTask {
     /// The node has `channel`: record it, and wake its waiters if that is news (a release
     /// before it may have gone unheard).
     fn confirm(&self, channel: &str) {
-        let mut channels = lock(&self.shared.channels);
+        let mut channels = unpoisoned(self.shared.channels.lock());
         if let Some(state) = channels.get_mut(channel) {
             if state.set_subscribed(self.index, true) {
                 state.notify.notify_waiters();
@@ -479,7 +478,7 @@ impl NodeTask {
 
     /// The connection is gone: no channel is subscribed on this node any more.
     fn forget_subscriptions(&self) {
-        let mut channels = lock(&self.shared.channels);
+        let mut channels = unpoisoned(self.shared.channels.lock());
         for state in channels.values_mut() {
             state.set_subscribed(self.index, false);
         }
@@ -526,7 +525,7 @@ fn dispatch_message(shared: &Shared, message: &Msg) {
 /// Wakes one local waiter per release. Every node that held the lock announces the same
 /// release; the copies after the first are ignored.
 fn dispatch(shared: &Shared, channel: &str, release: &[u8]) {
-    let mut channels = lock(&shared.channels);
+    let mut channels = unpoisoned(shared.channels.lock());
     let Some(state) = channels.get_mut(channel) else {
         return;
     };

@@ -9,10 +9,11 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::{Condvar, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Condvar, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 use crate::record::LeaseRecord;
+use redlock_core::lock_kind::unpoisoned;
 
 /// The process's timer: the armed signals by deadline, and the thread's wake-up call.
 struct Timer {
@@ -51,7 +52,7 @@ pub(crate) fn arm(signal: Weak<LeaseRecord>, at: Instant) {
     let Some(timer) = *TIMER.get_or_init(start) else {
         return;
     };
-    let mut armed = timer.armed.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut armed = unpoisoned(timer.armed.lock());
     let sooner = armed.peek().is_none_or(|Reverse(first)| at < first.at);
     armed.push(Reverse(Armed { at, signal }));
     if sooner {
@@ -77,23 +78,16 @@ fn start() -> Option<&'static Timer> {
 }
 
 fn run(timer: &Timer) {
-    let mut armed = timer.armed.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut armed = unpoisoned(timer.armed.lock());
     loop {
         let now = Instant::now();
         match armed.peek() {
             None => {
-                armed = timer
-                    .changed
-                    .wait(armed)
-                    .unwrap_or_else(PoisonError::into_inner);
+                armed = unpoisoned(timer.changed.wait(armed));
             }
             Some(Reverse(first)) if first.at > now => {
                 let wait = first.at - now;
-                armed = timer
-                    .changed
-                    .wait_timeout(armed, wait)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
+                armed = unpoisoned(timer.changed.wait_timeout(armed, wait)).0;
             }
             Some(_) => {
                 let Some(Reverse(due)) = armed.pop() else {
@@ -105,7 +99,7 @@ fn run(timer: &Timer) {
                 if let Some(signal) = due.signal.upgrade() {
                     signal.look(due.at);
                 }
-                armed = timer.armed.lock().unwrap_or_else(PoisonError::into_inner);
+                armed = unpoisoned(timer.armed.lock());
             }
         }
     }

@@ -14,7 +14,7 @@
 //! TTL); the first lost reason wins and cancels the token; an ended record never fires; the
 //! deadline is computed from the record whenever it is read, and a timer thread fires it.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use redlock_core::{LostReason, OwnerToken};
@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::fixed_lost_margin;
 use crate::lock_kind::RenewScript;
+use redlock_core::lock_kind::unpoisoned;
 
 /// What the hold's owner says of its lease: derived from the owner's state after each of its
 /// transitions, and set in one call ([`Registration::set`](crate::lock_kind::Registration::set)).
@@ -171,7 +172,7 @@ impl LeaseRecord {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        unpoisoned(self.state.lock())
     }
 
     /// The hold as the scheduler plans with it: `None` unless live and confirmed.

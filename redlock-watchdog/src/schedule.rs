@@ -3,7 +3,7 @@
 //! watchdog is made here, on tokio's clock, so it can be tested with paused time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use redlock_core::{LostReason, Timing};
@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use crate::record::{before, DeadlineRule, Held};
 use crate::WatchdogConfig;
+use redlock_core::lock_kind::unpoisoned;
 
 /// The renewal task's timetable.
 #[derive(Debug)]
@@ -83,7 +84,7 @@ impl Scheduler {
         retry_at: Option<Instant>,
         now: Instant,
     ) -> Instant {
-        let mut plan = self.plan.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut plan = unpoisoned(self.plan.lock());
         let states = states();
         let earliest = self.earliest_set_at(&states, now);
         let round = self.next_round(earliest, retry_at, states.len());
@@ -136,7 +137,7 @@ impl Scheduler {
     /// which absorbs that much). Holds taken by the thousand wake it a handful of times, not
     /// once each.
     pub(crate) fn wake_if_sooner(&self, state: Option<Held>, holds: usize, now: Instant) {
-        let plan = self.plan.lock().unwrap_or_else(PoisonError::into_inner);
+        let plan = unpoisoned(self.plan.lock());
         let Some(wake) = plan.wake else {
             self.wake.notify_one();
             return;

@@ -1,8 +1,9 @@
 //! Which server each node reached, so that one server reached under two names never votes
 //! twice.
 
+use crate::unpoisoned::unpoisoned;
 use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 /// The servers a set's standalone nodes turned out to be, by run id (`INFO server`): one server
 /// reached under two names (a DNS alias, a second address of it) must not vote twice. The node
@@ -20,7 +21,7 @@ impl Identities {
     /// Cluster) for `node`, giving up those it had before (a restart, a name now pointing
     /// elsewhere); the node that had claimed one of them, if another.
     pub(super) fn claim(&self, ids: &[&str], node: usize) -> Result<(), usize> {
-        let mut claimed = self.claimed.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut claimed = unpoisoned(self.claimed.lock());
         if let Some(&first) = ids
             .iter()
             .filter_map(|id| claimed.get(*id))
@@ -35,10 +36,7 @@ impl Identities {
 
     /// Whether `node` is reported as an alias for the first time.
     pub(super) fn first_report(&self, node: usize) -> bool {
-        self.reported
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(node)
+        unpoisoned(self.reported.lock()).insert(node)
     }
 }
 

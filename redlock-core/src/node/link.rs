@@ -5,7 +5,7 @@ use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use redis::{ErrorKind, RedisResult, ServerErrorKind, Value};
@@ -18,6 +18,7 @@ use super::order::queue_cmd;
 use super::queue::{queue, queue_wait};
 use super::script::Request;
 use super::wire::{cluster_task_gone, Wire};
+use crate::unpoisoned::unpoisoned;
 use crate::{ConnectError, NodeAddress, NodeError, NodeErrorKind, ReplicaAcks};
 
 /// What requests to the node share, also from tasks that outlive the caller.
@@ -111,7 +112,7 @@ impl Link {
     pub(super) fn state(&self) -> MutexGuard<'_, State> {
         // The guarded value is never left half-written: a poisoned lock still holds a
         // consistent value.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        unpoisoned(self.state.lock())
     }
 
     pub(super) fn error(&self, kind: NodeErrorKind) -> NodeError {

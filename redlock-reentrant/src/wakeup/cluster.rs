@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use redlock_core::lock_kind::unpoisoned;
 use redlock_core::redis::cluster::ClusterClientBuilder;
 use redlock_core::redis::cluster_async::ClusterConnection;
 use redlock_core::redis::{ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value};
@@ -93,7 +94,10 @@ impl NodeTask {
     ) -> Ended {
         let mut subscribed = Subscriptions::default();
         drop(self.changes.take());
-        let wanted: Vec<String> = super::lock(&self.shared.channels).keys().cloned().collect();
+        let wanted: Vec<String> = unpoisoned(self.shared.channels.lock())
+            .keys()
+            .cloned()
+            .collect();
         for channel in wanted {
             if !self
                 .reconcile_cluster(&mut connection, &mut channels, &mut subscribed, channel)
@@ -175,7 +179,7 @@ impl NodeTask {
         subscribed: &mut Subscriptions,
         channel: String,
     ) -> bool {
-        let wanted = super::lock(&self.shared.channels).contains_key(&channel);
+        let wanted = unpoisoned(self.shared.channels.lock()).contains_key(&channel);
         let had = subscribed.active.get(&channel).copied();
         if wanted == had.is_some() {
             if wanted {
