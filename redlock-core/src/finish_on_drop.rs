@@ -125,25 +125,33 @@ impl<T: Send + 'static> Drop for FinishOnDrop<T> {
         let Some(value) = self.value.take() else {
             return;
         };
-        let now = self.now;
-        let (Some(finish), Ok(runtime)) = (self.finish, tokio::runtime::Handle::try_current())
-        else {
-            now(value);
-            return;
-        };
-        // Owned by the task: dropped unstarted (a runtime shutting down), it does `now`.
-        let mut unstarted = Unstarted {
-            value: Some(value),
-            now,
-        };
-        let outstanding = Outstanding::new();
-        runtime.spawn(async move {
-            let _outstanding = outstanding;
-            if let Some(value) = unstarted.value.take() {
-                finish(value).await;
-            }
-        });
+        match self.finish {
+            Some(finish) => finish_in_background(value, finish, self.now),
+            None => (self.now)(value),
+        }
     }
+}
+
+/// Runs `finish(value)` in a task of its own on the current runtime, or `now(value)` at once
+/// where nothing can be spawned: outside a runtime, or when the runtime drops the task before
+/// it starts (it is shutting down). [`cleanups_settled`] waits for the task.
+pub fn finish_in_background<T: Send + 'static>(value: T, finish: fn(T) -> Cleanup, now: fn(T)) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        now(value);
+        return;
+    };
+    // Owned by the task: dropped unstarted (a runtime shutting down), it does `now`.
+    let mut unstarted = Unstarted {
+        value: Some(value),
+        now,
+    };
+    let outstanding = Outstanding::new();
+    runtime.spawn(async move {
+        let _outstanding = outstanding;
+        if let Some(value) = unstarted.value.take() {
+            finish(value).await;
+        }
+    });
 }
 
 /// A value handed to a task that has not started yet.

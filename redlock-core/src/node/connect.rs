@@ -16,6 +16,7 @@ use super::link::Link;
 use super::queue::queue;
 use super::wire::Wire;
 use crate::ConnectError;
+use crate::FinishOnDrop;
 
 /// Where a node's connections come from.
 pub(super) enum Connector {
@@ -28,14 +29,17 @@ pub(super) enum Connector {
 /// request try again.
 pub(super) struct ConnectAttempt {
     pub(super) link: Arc<Link>,
-    pub(super) finished: bool,
 }
 
 impl ConnectAttempt {
-    pub(super) async fn run(mut self) {
-        let timeout = self.link.connect_timeout;
+    pub(super) async fn run(self) {
+        let attempt = FinishOnDrop::now(self, |attempt| {
+            let timeout = attempt.link.connect_timeout;
+            attempt.finish(Err(Arc::new(ConnectError::Timeout(timeout))), true);
+        });
+        let timeout = attempt.link.connect_timeout;
         let connecting = async {
-            match &self.link.connector {
+            match &attempt.link.connector {
                 Connector::Pool(pool) => pool
                     .get()
                     .await
@@ -51,8 +55,8 @@ impl ConnectAttempt {
         let identified = async {
             let mut wire = connecting.await?;
             match &mut wire {
-                Wire::Pooled(connection) => self.identify(connection).await?,
-                Wire::Cluster(connection) => self.identify_cluster(connection).await?,
+                Wire::Pooled(connection) => attempt.identify(connection).await?,
+                Wire::Cluster(connection) => attempt.identify_cluster(connection).await?,
             }
             Ok(wire)
         };
@@ -60,7 +64,7 @@ impl ConnectAttempt {
             Ok(outcome) => outcome.map_err(Arc::new),
             Err(_) => Err(Arc::new(ConnectError::Timeout(timeout))),
         };
-        self.finish(outcome, true);
+        attempt.disarm().finish(outcome, true);
     }
 
     /// Asks the server who it is, and refuses it if another node of the set reached it first.
@@ -120,13 +124,12 @@ impl ConnectAttempt {
 
     /// Gives up without trying (no runtime to connect on): the queue fails, the node is not
     /// blamed.
-    pub(super) fn abandon(mut self) {
+    pub(super) fn abandon(self) {
         let timeout = self.link.connect_timeout;
         self.finish(Err(Arc::new(ConnectError::Timeout(timeout))), false);
     }
 
-    fn finish(&mut self, outcome: Result<Wire, Arc<ConnectError>>, blame: bool) {
-        self.finished = true;
+    fn finish(self, outcome: Result<Wire, Arc<ConnectError>>, blame: bool) {
         let mut state = self.link.state();
         state.connecting = false;
         let waiting = std::mem::take(&mut state.waiting);
@@ -156,15 +159,6 @@ impl ConnectAttempt {
                     let _ = waiting.done.send(Err(Arc::clone(&failure)));
                 }
             }
-        }
-    }
-}
-
-impl Drop for ConnectAttempt {
-    fn drop(&mut self) {
-        if !self.finished {
-            let timeout = self.link.connect_timeout;
-            self.finish(Err(Arc::new(ConnectError::Timeout(timeout))), true);
         }
     }
 }

@@ -175,16 +175,15 @@ impl Link {
             }
             state.connecting = true;
         }
-        // Spawned outside the lock: with no runtime, the attempt is dropped at once, and its
-        // drop fails the queue (under the lock) without blaming the node.
-        let attempt = ConnectAttempt {
-            link: Arc::clone(self),
-            finished: false,
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn(attempt.run())),
-            Err(_) => attempt.abandon(),
-        }
+        // Spawned outside the lock: with no runtime, the attempt fails the queue at once
+        // (under the lock) without blaming the node.
+        crate::finish_on_drop::finish_in_background(
+            ConnectAttempt {
+                link: Arc::clone(self),
+            },
+            |attempt| Box::pin(attempt.run()),
+            ConnectAttempt::abandon,
+        );
         (Placed::Waiting(waiting), deadline, keep_until)
     }
 
