@@ -83,7 +83,7 @@ pub use retry::{Backoff, RetryPolicy};
 /// verdicts, and cleanups that finish in the background. Most users never name these.
 pub mod lock_kind {
     pub use crate::applied::Applied;
-    pub use crate::finish_on_drop::{finish_in_background, spawn_cleanup, Cleanup, FinishOnDrop};
+    pub use crate::finish_on_drop::{spawn_cleanup, Cleanup, FinishOnDrop};
     pub use crate::lock_script::{LockScript, ScriptCall};
     pub use crate::node::{Endpoint, Node};
     pub use crate::nodes::{FanOut, NodeSet, Slot, BATCHES_IN_FLIGHT};

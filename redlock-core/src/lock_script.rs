@@ -161,23 +161,18 @@ impl ScriptCall {
     }
 
     /// Whether the call must reach replicas (see [`ScriptCall::replicated`]).
-    pub fn is_replicated(&self) -> bool {
+    pub(crate) fn is_replicated(&self) -> bool {
         self.replicated
     }
 
     /// Whether the call releases (see [`ScriptCall::releasing`]).
-    pub fn is_releasing(&self) -> bool {
+    pub(crate) fn is_releasing(&self) -> bool {
         self.releasing
     }
 
     /// Whether the call is sent by source (see [`ScriptCall::by_source`]).
-    pub fn is_by_source(&self) -> bool {
+    pub(crate) fn is_by_source(&self) -> bool {
         self.by_source
-    }
-
-    /// How many keys the call passes.
-    pub fn key_count(&self) -> usize {
-        self.keys.args_iter().len()
     }
 
     /// The script's SHA1.

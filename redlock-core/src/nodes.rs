@@ -347,7 +347,7 @@ impl<T> FanOut<T> {
     }
 
     /// The first node failure, for use as an error's source.
-    pub fn into_first_error(self) -> Option<NodeError> {
+    pub(crate) fn into_first_error(self) -> Option<NodeError> {
         self.replies.into_iter().find_map(|slot| match slot {
             Slot::Failed(err) => Some(err),
             _ => None,

@@ -105,14 +105,9 @@ impl Node {
         &self.endpoint
     }
 
-    /// Whether the node is a Redis Cluster member.
-    pub fn is_cluster(&self) -> bool {
-        self.link.cluster
-    }
-
     /// Whether the node's last request timed out (or its connection failed) and nothing was
     /// heard from it since: fan-outs with a majority of responsive nodes do not wait for it.
-    pub fn is_unresponsive(&self) -> bool {
+    pub(crate) fn is_unresponsive(&self) -> bool {
         self.link.unresponsive.load(Ordering::Relaxed)
     }
 
