@@ -135,7 +135,11 @@ impl<T: Send + 'static> Drop for FinishOnDrop<T> {
 /// Runs `finish(value)` in a task of its own on the current runtime, or `now(value)` at once
 /// where nothing can be spawned: outside a runtime, or when the runtime drops the task before
 /// it starts (it is shutting down). [`cleanups_settled`] waits for the task.
-pub(crate) fn finish_in_background<T: Send + 'static>(value: T, finish: fn(T) -> Cleanup, now: fn(T)) {
+pub(crate) fn finish_in_background<T: Send + 'static>(
+    value: T,
+    finish: fn(T) -> Cleanup,
+    now: fn(T),
+) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         now(value);
         return;

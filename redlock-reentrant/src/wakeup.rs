@@ -424,6 +424,26 @@ impl NodeTask {
         }
     }
 
+    /// One (un)subscribe request within the request timeout; `None`, logged, when it failed or
+    /// did not answer in time (the connection is then dropped).
+    async fn request<T, E: std::fmt::Display>(
+        &self,
+        kind: &str,
+        request: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Option<T> {
+        match tokio::time::timeout(self.request_timeout, request).await {
+            Ok(Ok(value)) => Some(value),
+            Ok(Err(err)) => {
+                tracing::debug!(node = %self.address, error = %err, "{kind} request failed");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(node = %self.address, "{kind} request timed out");
+                None
+            }
+        }
+    }
+
     /// Brings one channel's subscription in line with what the waiters want, and records it.
     /// Returns false when the connection did not answer in time (it is then dropped).
     async fn reconcile(
@@ -442,16 +462,8 @@ impl NodeTask {
                     sink.unsubscribe(&channel).await
                 }
             };
-            match tokio::time::timeout(self.request_timeout, change).await {
-                Ok(Ok(())) => {}
-                Ok(Err(err)) => {
-                    tracing::debug!(node = %self.address, error = %err, "pub/sub request failed");
-                    return false;
-                }
-                Err(_) => {
-                    tracing::debug!(node = %self.address, "pub/sub request timed out");
-                    return false;
-                }
+            if self.request("pub/sub", change).await.is_none() {
+                return false;
             }
             if wanted {
                 subscribed.insert(channel.clone());

@@ -189,7 +189,7 @@ impl NodeTask {
         }
         // An unsubscribe is of the kind the subscription was made with.
         let kind = had.unwrap_or(*channels);
-        let outcome = tokio::time::timeout(self.request_timeout, async {
+        let outcome = self.request("cluster pub/sub", async {
             let first = change(connection, kind, &channel, wanted).await;
             match first {
                 Err(err) if kind == Channels::Sharded && wanted && lacks_shard_channels(&err) => {
@@ -203,16 +203,8 @@ impl NodeTask {
             }
         })
         .await;
-        let kind = match outcome {
-            Ok(Ok(kind)) => kind,
-            Ok(Err(err)) => {
-                tracing::debug!(node = %self.address, error = %err, "cluster pub/sub request failed");
-                return false;
-            }
-            Err(_) => {
-                tracing::debug!(node = %self.address, "cluster pub/sub request timed out");
-                return false;
-            }
+        let Some(kind) = outcome else {
+            return false;
         };
         if wanted {
             subscribed.active.insert(channel.clone(), kind);
