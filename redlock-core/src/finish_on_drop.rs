@@ -299,6 +299,8 @@ mod tests {
         assert!(cleanups_settled(Duration::from_secs(10)).await);
         assert_eq!(rx.try_recv(), Ok("finished"));
         drop(guard(tx.clone()).disarm());
+        assert!(cleanups_settled(Duration::from_secs(10)).await);
+        assert!(rx.try_recv().is_err(), "disarmed: nothing ran");
         let now = FinishOnDrop::now(tx, |tx| {
             tx.send("at once").ok();
         });

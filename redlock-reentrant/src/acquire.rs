@@ -9,6 +9,7 @@ use std::time::Duration;
 use redlock_core::lock_kind::{FanOut, FinishOnDrop, Slot};
 use redlock_core::quorum::lease_millis;
 use redlock_core::{Error, LostReason, OwnerToken};
+use redlock_watchdog::lock_kind::GiveUp;
 
 use crate::fencing::choose_token;
 use crate::hold::{new_generation, AcquirePlan, Grant, LeaseMode};
@@ -66,6 +67,8 @@ pub(crate) async fn attempt(
     // Registered before anything is sent, so the watchdog knows the hold the moment it exists;
     // dropped with the attempt if it does not complete.
     let mut registration = (plan == AcquirePlan::New).then(|| inner.register(target, &field));
+    // The hold a nested attempt counts up, to tell why it went if it goes meanwhile.
+    let nested = hold.state().giver().filter(|_| plan != AcquirePlan::New);
     let guard = Attempt {
         inner: Arc::clone(inner),
         target: target.clone(),
@@ -172,7 +175,8 @@ pub(crate) async fn attempt(
                         inner.counters.new_hold(written_back);
                         Some(state.acquired_new(registration, generation, token, mode, valid))
                     }
-                    // `None`: given up just now, where nothing could be sent.
+                    // Nested: `None` when the hold was given up just now, where nothing could
+                    // be sent.
                     None => state.acquired_nested(mode, valid),
                 }
             };
@@ -197,13 +201,13 @@ pub(crate) async fn attempt(
     match then {
         Then::Shutdown => Err(Error::Shutdown),
         Then::Contended => Ok(Outcome::Contended),
-        Then::NestedLost => nested_lost(target, &hold),
+        Then::NestedLost => nested_lost(target, &hold, nested.as_ref()),
         Then::WriteBackFailed(written) => Err(Error::no_quorum(
             &target.name,
             written.count(|reply| *reply == Applied::Yes),
             written,
         )),
-        Then::NotGranted => failure(target, &hold, plan, granted, lease, fan),
+        Then::NotGranted => failure(target, &hold, nested.as_ref(), granted, lease, fan),
     }
 }
 
@@ -274,18 +278,30 @@ fn decide<W>(facts: Facts<W>) -> Decision<W> {
 
 /// A nested attempt found its hold lost while it was in flight (and undid it): the hold is
 /// over if its fixed lease ran out, or lost.
-fn nested_lost(target: &Target, hold: &HoldGuard) -> Result<Outcome, Error> {
-    match hold.state().nested_refused() {
+fn nested_lost(
+    target: &Target,
+    hold: &HoldGuard,
+    nested: Option<&GiveUp>,
+) -> Result<Outcome, Error> {
+    let reason = match hold.state().nested_refused() {
+        // Unwound to nothing (given up meanwhile): the hold's own record tells why.
+        LostReason::NotOwner => nested
+            .and_then(|record| record.lost_signal().reason())
+            .unwrap_or(LostReason::NotOwner),
+        reason => reason,
+    };
+    match reason {
         LostReason::LeaseExpired => Ok(Outcome::Expired),
         reason => Err(Error::lock_lost(&target.name, reason)),
     }
 }
 
 /// Why an attempt that a majority did not grant in time failed, or who holds the lock.
+/// `nested`: the hold a nested attempt counts up.
 fn failure(
     target: &Target,
     hold: &HoldGuard,
-    plan: AcquirePlan,
+    nested: Option<&GiveUp>,
     granted: usize,
     lease: Duration,
     fan: FanOut<AcquireReply>,
@@ -307,13 +323,13 @@ fn failure(
         });
     }
     let unanswered = fan.nodes() - fan.answered();
-    if let AcquirePlan::Nested { .. } = plan {
+    if nested.is_some() {
         // A nested acquisition never waits for another holder: this owner's hold is there or
         // it is gone. Gone when even the nodes that did not answer could not make a majority.
         if granted + unanswered >= fan.quorum() {
             return Err(Error::no_quorum(&target.name, granted, fan));
         }
-        return nested_lost(target, hold);
+        return nested_lost(target, hold, nested);
     }
     // Only an owner that a majority names is waited for; anything less is a split vote or an
     // uncertain count, which a short jittered pause resolves.

@@ -78,6 +78,9 @@ struct PendingRelease {
     request: String,
     /// Sent, and too few nodes answered: it may have landed anywhere.
     unanswered: bool,
+    /// A final release went unanswered: its owner let go, and the hold is not renewed again
+    /// while this release stands (retries included).
+    let_go: bool,
 }
 
 /// A hold that was lost and is not unwound yet.
@@ -170,7 +173,7 @@ impl Hold {
     /// The fencing token of a live hold.
     pub(crate) fn token(&self) -> Option<u64> {
         match self {
-            Hold::Held(held) => Some(held.token),
+            Hold::Held(held) if !held.is_lost() => Some(held.token),
             _ => None,
         }
     }
@@ -213,12 +216,14 @@ impl Hold {
 
     /// Whether the hold is a live one whose signal fired (by the watchdog, a deadline, or
     /// another handle): it becomes `Lost`, and its registration goes. A hold whose final
-    /// release was left unconfirmed is simply over: its owner had let go.
-    pub(crate) fn refresh(&mut self) {
+    /// release was left unconfirmed is simply over: its owner had let go. Run where a
+    /// transition plans; the outcome of a request already sent is applied to the state it was
+    /// planned on.
+    fn refresh(&mut self) {
         let Hold::Held(held) = self else {
             return;
         };
-        if held.registration.lost_signal().reason().is_none() {
+        if !held.is_lost() {
             return;
         }
         let Hold::Held(held) = std::mem::take(self) else {
@@ -334,6 +339,7 @@ impl Hold {
                     let pending = held.pending_unlock.get_or_insert_with(|| PendingRelease {
                         request: new_request(),
                         unanswered: false,
+                        let_go: false,
                     });
                     pending.unanswered = false;
                     ReleasePlan {
@@ -345,12 +351,18 @@ impl Hold {
         }
     }
 
-    /// A majority applied the release: one acquisition fewer (`mode`: the one a guard took,
-    /// else the latest). Returns how many are left. Renewal stops once no live acquisition
-    /// asked for it; the hold then keeps the longest validity confirmed so far.
-    pub(crate) fn released(&mut self, mode: Option<LeaseMode>) -> u32 {
-        let Hold::Held(held) = self else {
+    /// A majority applied the release of the hold of `generation`: one acquisition fewer
+    /// (`mode`: the one a guard took, else the latest). Returns how many are left. Renewal
+    /// stops once no live acquisition asked for it; the hold then keeps the longest validity
+    /// confirmed so far. A hold lost (or given up) while the release was in flight has the
+    /// acquisition unwound all the same.
+    pub(crate) fn released(&mut self, generation: u64, mode: Option<LeaseMode>) -> u32 {
+        if self.generation() != Some(generation) {
             return 0;
+        }
+        let Hold::Held(held) = self else {
+            self.unwind_one();
+            return self.count();
         };
         if held.count() <= 1 {
             if let Hold::Held(held) = std::mem::take(self) {
@@ -384,8 +396,10 @@ impl Hold {
     /// landing, not a loss.
     pub(crate) fn release_unanswered(&mut self) {
         self.change(|held| {
+            let last = held.count() == 1;
             if let Some(pending) = &mut held.pending_unlock {
                 pending.unanswered = true;
+                pending.let_go |= last;
             }
         });
     }
@@ -458,16 +472,22 @@ impl Held {
     /// ends with the validity it has); where its final release stands, which pauses renewal
     /// while it is sent.
     fn facts(&self) -> LeaseFacts {
-        let release = match &self.pending_unlock {
-            Some(pending) if self.count() == 1 && pending.unanswered => ReleasePhase::Unconfirmed,
-            Some(_) if self.count() == 1 => ReleasePhase::Sending,
-            _ => ReleasePhase::None,
+        let last = self.pending_unlock.as_ref().filter(|_| self.count() == 1);
+        let release = match last {
+            Some(pending) if pending.unanswered => ReleasePhase::Unconfirmed,
+            Some(_) => ReleasePhase::Sending,
+            None => ReleasePhase::None,
         };
         LeaseFacts {
             renew: self.leases.contains(&LeaseMode::Watchdog)
-                && release != ReleasePhase::Unconfirmed,
+                && !last.is_some_and(|pending| pending.let_go),
             release,
         }
+    }
+
+    /// Whether the hold's lease record was lost (its signal fired, or its deadline passed).
+    fn is_lost(&self) -> bool {
+        self.registration.lost_signal().reason().is_some()
     }
 
     fn grant(&self) -> Grant {
@@ -536,6 +556,12 @@ mod tests {
         (hold, grant)
     }
 
+    /// The release of the current hold was applied by a majority.
+    fn released(hold: &mut Hold, mode: Option<LeaseMode>) -> u32 {
+        let generation = hold.generation().expect("a hold");
+        hold.released(generation, mode)
+    }
+
     /// Gives the current hold up from outside, as the watchdog or a deadline would.
     fn lose_elsewhere(hold: &Hold, reason: LostReason) {
         hold.giver().expect("a hold").give_up(reason);
@@ -571,12 +597,12 @@ mod tests {
 
         let plan = hold.plan_release(None, || "r1".into()).expect("held");
         assert!(!plan.is_final());
-        assert_eq!(hold.released(None), 1);
+        assert_eq!(released(&mut hold, None), 1);
         let plan = hold
             .plan_release(Some(grant.generation), || "r2".into())
             .expect("held");
         assert!(plan.is_final());
-        assert_eq!(hold.released(None), 0);
+        assert_eq!(released(&mut hold, None), 0);
         assert!(matches!(hold, Hold::Free));
         assert_eq!(watchdog.registered(), 0, "released: no longer watched");
         assert!(!grant.lost.is_lost(), "a release is not a loss");
@@ -597,7 +623,7 @@ mod tests {
         assert!(renewing(&grant), "the nested lock() turns renewal on");
 
         hold.plan_release(None, || "r".into()).expect("held");
-        assert_eq!(hold.released(None), 1);
+        assert_eq!(released(&mut hold, None), 1);
         assert!(!renewing(&grant), "released: the hold is fixed again");
         assert_eq!(
             grant.lost.deadline().expect("fixed").0,
@@ -615,7 +641,7 @@ mod tests {
         assert!(renewing(&grant), "still renewed");
         assert_eq!(grant.lost.deadline().expect("renewed").0, before);
         hold.plan_release(None, || "r".into()).expect("held");
-        hold.released(None);
+        released(&mut hold, None);
         assert!(renewing(&grant), "the outer acquisition asked for renewal");
     }
 
@@ -627,7 +653,7 @@ mod tests {
         // The outer (fixed) guard is released first: the nested lock() still renews.
         hold.plan_release(Some(grant.generation), || "r".into())
             .expect("held");
-        hold.released(Some(LeaseMode::Fixed(Duration::from_secs(20))));
+        released(&mut hold, Some(LeaseMode::Fixed(Duration::from_secs(20))));
         assert!(renewing(&grant));
     }
 
@@ -690,7 +716,7 @@ mod tests {
         assert_eq!(facts(&hold), renewed(ReleasePhase::None));
         hold.plan_release(None, || "unused".into()).expect("held");
         assert_eq!(
-            hold.released(Some(LeaseMode::Fixed(Duration::from_secs(20)))),
+            released(&mut hold, Some(LeaseMode::Fixed(Duration::from_secs(20)))),
             1
         );
         // The final release: sent pauses renewal (still renewed), unanswered ends it.
@@ -709,8 +735,46 @@ mod tests {
             panic!("still counted");
         };
         assert!(!held.registration.is_renewed());
+        // Its retry is sent: still not renewed (its owner let go), the release paused for.
         hold.plan_release(None, || "retry".into()).expect("held");
-        assert_eq!(facts(&hold), renewed(ReleasePhase::Sending));
+        assert_eq!(
+            facts(&hold),
+            LeaseFacts {
+                renew: false,
+                release: ReleasePhase::Sending
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_release_applied_after_the_hold_was_lost_still_unwinds_its_acquisition() {
+        // Found by review: a nested release in flight when the hold's signal fired (its cap,
+        // renewals that failed) was applied by a majority, yet counted nothing, so the hold
+        // stayed lost with one acquisition nobody would unwind.
+        let watchdog = watchdog();
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
+        hold.acquired_nested(LeaseMode::Watchdog, valid(30));
+        hold.plan_release(None, || "nested".into()).expect("held");
+        lose_elsewhere(&hold, LostReason::MaxHoldReached);
+        assert_eq!(released(&mut hold, None), 1, "one acquisition unwound");
+        assert_eq!(
+            hold.plan_release(Some(grant.generation), || "outer".into()),
+            Err(Refusal::Lost(LostReason::MaxHoldReached))
+        );
+        assert!(matches!(hold, Hold::Free), "the owner can lock afresh");
+        assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
+
+        // Given up (a sibling guard dropped where nothing can be sent) while it was in flight.
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
+        hold.acquired_nested(LeaseMode::Watchdog, valid(30));
+        hold.plan_release(None, || "nested".into()).expect("held");
+        hold.abandon(Some(grant.generation));
+        assert_eq!(released(&mut hold, None), 0);
+        assert!(matches!(hold, Hold::Free));
+        // A release of an earlier hold counts nothing on a later one.
+        let (mut hold, _) = held(&watchdog, LeaseMode::Watchdog, 30);
+        assert_eq!(hold.released(grant.generation, None), 0);
+        assert_eq!(hold.count(), 1);
     }
 
     #[tokio::test]
@@ -780,7 +844,7 @@ mod tests {
         let watchdog = watchdog();
         let (mut hold, first) = held(&watchdog, LeaseMode::Watchdog, 30);
         hold.plan_release(None, || "r".into()).expect("held");
-        hold.released(None);
+        released(&mut hold, None);
         let (mut hold, second) = {
             let mut hold = hold;
             let grant = hold.acquired_new(

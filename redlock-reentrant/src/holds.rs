@@ -46,12 +46,10 @@ pub(crate) struct HoldCell {
 }
 
 impl HoldCell {
-    /// The hold as it is now: a live hold whose lease record was lost (by the watchdog, a
-    /// deadline, or another handle) reads as lost.
+    /// The hold as it is now. Its transitions take a lost lease record into account where
+    /// they plan; its readers (a token, a signal) answer from the record too.
     pub(crate) fn state(&self) -> MutexGuard<'_, Hold> {
-        let mut hold = unpoisoned(self.state.lock());
-        hold.refresh();
-        hold
+        unpoisoned(self.state.lock())
     }
 
     /// The current hold's fencing token, while it is live.

@@ -182,7 +182,7 @@ announcing!(
 );
 
 /// Renews many held locks on one node (`lua/renew.lua`): the watchdog's batch renewal of
-/// reentrant holds (the contract of `redlock_watchdog::RenewScript`).
+/// reentrant holds (the contract of `redlock_watchdog::lock_kind::RenewScript`).
 pub(crate) static RENEW: LockScript = LockScript::new(include_str!("lua/renew.lua"));
 
 #[cfg(test)]

@@ -315,7 +315,7 @@ impl Flight {
         match verdict(&fan, last) {
             Verdict::Released => {
                 let mode = self.mode;
-                let left = self.hold().released(mode);
+                let left = self.hold().released(generation, mode);
                 let released = fan.count(|reply| matches!(reply, UnlockReply::Left(_)));
                 tracing::debug!(lock = %target.name, left, released, "unlocked");
                 Ok(left)

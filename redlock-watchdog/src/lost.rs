@@ -21,7 +21,8 @@ use crate::record::LeaseRecord;
 /// [`LostSignal::lost`] report the hold lost by themselves, and a timer thread of the library
 /// cancels the token then, whatever happens to the watchdog's task or the runtime.
 ///
-/// A view only: nothing a holder does with it fires, delays or re-arms it.
+/// A view only: nothing a holder does with it delays or re-arms it. Read past its deadline, it
+/// reports the loss the timer thread is about to report.
 ///
 /// # Examples
 ///
@@ -52,7 +53,7 @@ impl std::fmt::Debug for LostSignal {
     /// Whether it fired and why; not the record (its owner).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LostSignal")
-            .field("lost", &self.reason())
+            .field("lost", &self.record.peek(Instant::now()))
             .finish_non_exhaustive()
     }
 }

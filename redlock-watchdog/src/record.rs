@@ -266,6 +266,20 @@ impl LeaseRecord {
         true
     }
 
+    /// Why the hold is lost, as of `now`, without losing it: for a look that must change
+    /// nothing (`Debug`).
+    pub(crate) fn peek(&self, now: Instant) -> Option<LostReason> {
+        let state = self.state();
+        match state.end {
+            End::Lost(reason) => Some(reason),
+            End::Ended => None,
+            End::Live | End::Abandoned => state
+                .deadline(&self.rule)
+                .filter(|(at, _)| now >= *at)
+                .map(|(_, reason)| reason),
+        }
+    }
+
     /// Why the hold is lost, as of `now`: lost already, or past its deadline (which loses it
     /// here). `None` while live, and for an ended record.
     pub(crate) fn reason_at(&self, now: Instant) -> Option<LostReason> {
@@ -290,9 +304,14 @@ impl LeaseRecord {
         self.state().deadline(&self.rule)
     }
 
-    /// The end of the longest validity confirmed so far.
+    /// The end of the longest validity confirmed so far, while the hold is live: once lost,
+    /// what the nodes confirmed no longer says what its holder can prove.
     pub(crate) fn valid_until(&self) -> Option<Instant> {
-        self.state().validity.map(|(until, _)| until)
+        let state = self.state();
+        state
+            .validity
+            .filter(|_| state.end == End::Live)
+            .map(|(until, _)| until)
     }
 
     /// Whether the record ended (released, lost or abandoned): the watchdog has nothing more
@@ -470,6 +489,13 @@ mod tests {
         );
         assert!(!ended.token().is_cancelled());
         assert!(lost.is_over() && ended.is_over());
+        // Once lost, what was confirmed no longer says what the holder can prove.
+        assert_eq!((lost.valid_until(), ended.valid_until()), (None, None));
+        // Reading it without losing it (`Debug`) changes nothing.
+        let quiet = record(None);
+        quiet.confirmed(now + 10 * SECOND, 10 * SECOND);
+        assert_eq!(quiet.peek(now + 9 * SECOND), Some(LostReason::LeaseExpired));
+        assert!(!quiet.token().is_cancelled() && !quiet.is_over());
     }
 
     #[test]

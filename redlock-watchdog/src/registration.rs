@@ -69,7 +69,8 @@ impl Registration {
             .is_some_and(|held| held.renewed_at(Instant::now()))
     }
 
-    /// The end of the longest validity confirmed so far, once the hold is held.
+    /// The end of the longest validity confirmed so far, while the hold is held (`None` once
+    /// it is lost, released or abandoned).
     pub fn valid_until(&self) -> Option<Instant> {
         self.record.valid_until()
     }
@@ -93,6 +94,10 @@ impl Registration {
         #[cfg(feature = "sabotage")]
         if crate::sabotage::KEEP_RENEWING_RELEASED.load(std::sync::atomic::Ordering::Relaxed) {
             return;
+        }
+        // Out of the watchdog first: a round deciding meanwhile must not count it as lost.
+        if let Some(shared) = self.shared.upgrade() {
+            shared.entries.remove(&self.id);
         }
         self.record.end();
     }
