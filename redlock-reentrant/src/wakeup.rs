@@ -397,11 +397,7 @@ impl NodeTask {
         let mut subscribed: HashSet<String> = HashSet::new();
         // Every wanted channel, subscribed afresh: what was queued meanwhile is covered.
         drop(self.changes.take());
-        let wanted: Vec<String> = unpoisoned(self.shared.channels.lock())
-            .keys()
-            .cloned()
-            .collect();
-        for channel in wanted {
+        for channel in self.wanted() {
             if !self.reconcile(&mut sink, &mut subscribed, channel).await {
                 return Ended::Broken;
             }
@@ -422,6 +418,14 @@ impl NodeTask {
                 }
             }
         }
+    }
+
+    /// Every channel some waiter wants now.
+    fn wanted(&self) -> Vec<String> {
+        unpoisoned(self.shared.channels.lock())
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// One (un)subscribe request within the request timeout; `None`, logged, when it failed or

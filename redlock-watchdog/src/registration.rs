@@ -91,15 +91,10 @@ impl Registration {
     /// The hold's final release was confirmed: the watchdog forgets it, and its signal will
     /// never fire.
     pub fn ended(self) {
-        #[cfg(feature = "sabotage")]
-        if crate::sabotage::KEEP_RENEWING_RELEASED.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
-        }
         // Out of the watchdog first: a round deciding meanwhile must not count it as lost.
-        if let Some(shared) = self.shared.upgrade() {
-            shared.entries.remove(&self.id);
+        if self.leave_watchdog() {
+            self.record.end();
         }
-        self.record.end();
     }
 
     /// Declares the hold lost for `reason` now: fires its signal (the first reason wins),
@@ -112,19 +107,29 @@ impl Registration {
     }
 }
 
-impl Drop for Registration {
-    fn drop(&mut self) {
+impl Registration {
+    /// Takes the hold out of the watchdog: no renewal is sent for it afterwards. `false` only
+    /// in the negative control's broken twin, which keeps renewing it.
+    fn leave_watchdog(&self) -> bool {
         #[cfg(feature = "sabotage")]
         if crate::sabotage::KEEP_RENEWING_RELEASED.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
+            return false;
         }
         if let Some(shared) = self.shared.upgrade() {
             shared.entries.remove(&self.id);
         }
+        true
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
         // Ended already, or nothing renews it from now on: anyone still holding its signal is
         // told when the validity it has runs out (on the timer thread, whatever happens to the
         // runtime).
-        self.record.abandon();
+        if self.leave_watchdog() {
+            self.record.abandon();
+        }
     }
 }
 

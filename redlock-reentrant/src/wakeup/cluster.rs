@@ -94,11 +94,7 @@ impl NodeTask {
     ) -> Ended {
         let mut subscribed = Subscriptions::default();
         drop(self.changes.take());
-        let wanted: Vec<String> = unpoisoned(self.shared.channels.lock())
-            .keys()
-            .cloned()
-            .collect();
-        for channel in wanted {
+        for channel in self.wanted() {
             if !self
                 .reconcile_cluster(&mut connection, &mut channels, &mut subscribed, channel)
                 .await
