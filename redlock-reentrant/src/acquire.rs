@@ -48,7 +48,7 @@ pub(crate) async fn attempt(
     inner.check_request(&target.name, lease)?;
     let mut hold = inner.holds.lock(&target.hold).await;
     let forced_epoch = inner.holds.force_epoch();
-    if hold.state().pending_unlock().is_some() {
+    if hold.state().owes_release() {
         // A release this owner could not complete comes first: its caller has moved on.
         hold = crate::unlock::finish_pending(inner, target, hold).await?;
     }

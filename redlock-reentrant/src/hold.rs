@@ -15,10 +15,12 @@
 //! ```
 //!
 //! The rules it keeps:
-//! - a hold is `Held` with a live watchdog registration (renewed, or watched until its fixed
-//!   lease ends), or `Lost` with its signal fired and no registration, or `Free`; never counted
-//!   and unwatched (a fixed lease is told lost a margin before it ends, see
-//!   `WatchdogConfig::fixed_lost_margin`);
+//! - a hold is `Held` with a watchdog registration (renewed, or watched until its fixed lease
+//!   ends), or `Lost` with its signal fired and no registration, or `Free`; never counted and
+//!   unwatched (a fixed lease is told lost a margin before it ends, see
+//!   `WatchdogConfig::fixed_lost_margin`). A `Held` hold whose signal fired meanwhile turns
+//!   `Lost` at the next transition that plans (`refresh`); until then its readers answer from
+//!   the signal, and the outcome of a request already sent is applied to it;
 //! - what the lease record knows of the hold (renewed or not, where its final release stands)
 //!   is one pure function of the state, [`Held::facts`], set after every transition of a live
 //!   hold ([`Hold::change`]); the record's validity is what a majority confirmed;
@@ -129,6 +131,8 @@ pub(crate) enum Refusal {
 /// A release to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ReleasePlan {
+    /// The hold it releases.
+    pub(crate) generation: u64,
     /// The request id (the pending one when this retries a release).
     pub(crate) request: String,
     /// The hold count before the release.
@@ -189,6 +193,25 @@ impl Hold {
             Hold::Free => None,
             Hold::Held(held) => Some(held.registration.giver()),
             Hold::Lost(lost) => Some(lost.record.clone()),
+        }
+    }
+
+    /// Whether a release of this owner's that no majority answered is still owed (retried
+    /// first by its next operation); a hold lost meanwhile owes none.
+    pub(crate) fn owes_release(&mut self) -> bool {
+        self.refresh();
+        self.pending_unlock().is_some()
+    }
+
+    /// A release planned for the hold of `generation` was not applied (its flight found the
+    /// hold given up before it could decide): the acquisition it was for is unwound all the
+    /// same, as the give-up left it counted. Returns why the hold was lost.
+    pub(crate) fn release_abandoned(&mut self, generation: u64) -> LostReason {
+        self.refresh();
+        match self {
+            Hold::Lost(lost) if lost.generation == generation => self.unwind_one(),
+            Hold::Lost(lost) => lost.reason(),
+            _ => LostReason::QuorumLost,
         }
     }
 
@@ -343,6 +366,7 @@ impl Hold {
                     });
                     pending.unanswered = false;
                     ReleasePlan {
+                        generation: held.generation,
                         request: pending.request.clone(),
                         count: held.count(),
                     }
@@ -410,6 +434,7 @@ impl Hold {
     /// `LockLost`; the caller's own acquisition is unwound. Returns whether the hold was live
     /// (the lock should then be deleted where this owner holds it).
     pub(crate) fn give_up(&mut self, reason: LostReason) -> bool {
+        self.refresh();
         let live = matches!(self, Hold::Held(_));
         self.lose(reason);
         self.unwind_one();
@@ -418,6 +443,7 @@ impl Hold {
 
     /// Another client force-unlocked the lock (or this one did): lost at once.
     pub(crate) fn force_unlocked(&mut self) {
+        self.refresh();
         self.lose(LostReason::NotOwner);
     }
 
@@ -774,6 +800,46 @@ mod tests {
         // A release of an earlier hold counts nothing on a later one.
         let (mut hold, _) = held(&watchdog, LeaseMode::Watchdog, 30);
         assert_eq!(hold.released(grant.generation, None), 0);
+        assert_eq!(hold.count(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_final_release_of_a_hold_lost_meanwhile_is_owed_no_more() {
+        // Found by review: the owner's next lock() retried the release of a hold whose lease
+        // had run out, and answered NotOwner rather than starting a new hold.
+        let watchdog = watchdog();
+        let (mut hold, _) = held(&watchdog, LeaseMode::Watchdog, 30);
+        hold.plan_release(None, || "final".into()).expect("held");
+        hold.release_unanswered();
+        assert!(hold.owes_release());
+        lose_elsewhere(&hold, LostReason::LeaseExpired);
+        assert!(
+            !hold.owes_release(),
+            "its owner let go, and the hold is over"
+        );
+        assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
+    }
+
+    #[tokio::test]
+    async fn a_release_a_give_up_overtook_still_unwinds_its_acquisition_once() {
+        let watchdog = watchdog();
+        let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
+        hold.acquired_nested(LeaseMode::Watchdog, valid(30));
+        let plan = hold.plan_release(None, || "nested".into()).expect("held");
+        assert_eq!(plan.generation, grant.generation);
+        // A sibling guard is dropped where nothing can be sent: one acquisition unwound.
+        hold.abandon(Some(grant.generation));
+        assert_eq!(hold.count(), 1);
+        // The release finds the hold given up before it decided: its own acquisition goes too.
+        assert_eq!(
+            hold.release_abandoned(plan.generation),
+            LostReason::Abandoned
+        );
+        assert!(matches!(hold, Hold::Free));
+        // Of another hold, nothing.
+        let (mut hold, _) = held(&watchdog, LeaseMode::Watchdog, 30);
+        hold.force_unlocked();
+        hold.release_abandoned(plan.generation);
         assert_eq!(hold.count(), 1);
     }
 

@@ -92,7 +92,7 @@ pub(crate) async fn pay(owed: OwedRelease, on_no_quorum: OnNoQuorum) -> Result<u
         return Err(err);
     }
     let mut hold = owed.inner.holds.lock(&owed.target.hold).await;
-    if owed.generation.is_some() && hold.state().pending_unlock().is_some() {
+    if owed.generation.is_some() && hold.state().owes_release() {
         // A guard's release is not the retry of the owner's pending one: that comes first.
         // Still owed meanwhile: dropped here, the release is paid in a spawned task.
         match finish_pending(&owed.inner, &owed.target, hold).await {
@@ -120,6 +120,7 @@ pub(crate) async fn pay(owed: OwedRelease, on_no_quorum: OnNoQuorum) -> Result<u
         hold,
         plan,
         mode: owed.mode,
+        settled: false,
     };
     let (hold, outcome) = run(flight.arm(), on_no_quorum).await;
     drop(hold);
@@ -207,6 +208,7 @@ pub(crate) async fn finish_pending(
         hold,
         plan,
         mode: None,
+        settled: false,
     };
     match run(flight.arm(), OnNoQuorum::KeepHold).await {
         (hold, Ok(_) | Err(Error::LockLost { .. })) => Ok(hold),
@@ -221,6 +223,8 @@ struct Flight {
     hold: HoldGuard,
     plan: ReleasePlan,
     mode: Option<LeaseMode>,
+    /// Its outcome was applied to the hold (a re-run after a drop applies none again).
+    settled: bool,
 }
 
 /// A release in flight. Dropped before it is decided, it is finished in a spawned task,
@@ -256,9 +260,12 @@ impl Flight {
         self.hold.state()
     }
 
-    /// Nothing can be sent any more (no runtime): the hold is given up at once.
+    /// Nothing can be sent any more (no runtime): the hold is given up at once, unless the
+    /// release's outcome was applied already.
     fn abandon(self) {
-        self.hold.state().give_up(LostReason::Abandoned);
+        if !self.settled {
+            self.hold.state().give_up(LostReason::Abandoned);
+        }
     }
 
     async fn decide(&mut self, on_no_quorum: OnNoQuorum) -> Result<u32, Error> {
@@ -270,9 +277,15 @@ impl Flight {
         let last = self.plan.is_final();
         let live = matches!(*self.hold(), Hold::Held(_));
         let Some(generation) = self.hold().generation().filter(|_| live) else {
-            // Given up while this release was dropped half-way (its re-run, in a spawned task):
-            // nothing is left to send.
-            let reason = self.hold().lost_signal().and_then(|lost| lost.reason());
+            // Given up before this release decided (a sibling guard dropped where nothing can
+            // be sent, or this release's own give-up before it was dropped half-way): nothing
+            // is left to send. The acquisition it was for is unwound, once.
+            let reason = if self.settled {
+                self.hold().lost_signal().and_then(|lost| lost.reason())
+            } else {
+                self.settled = true;
+                Some(self.hold().release_abandoned(self.plan.generation))
+            };
             return Err(Error::lock_lost(
                 &target.name,
                 reason.unwrap_or(LostReason::QuorumLost),
@@ -315,7 +328,14 @@ impl Flight {
         match verdict(&fan, last) {
             Verdict::Released => {
                 let mode = self.mode;
+                let was_lost = !matches!(*self.hold(), Hold::Held(_));
                 let left = self.hold().released(generation, mode);
+                self.settled = true;
+                if was_lost && left == 0 {
+                    // The hold had been given up meanwhile, and this was its last acquisition:
+                    // what is left of it on the nodes goes now.
+                    clear_leftovers(&inner, &target, generation);
+                }
                 let released = fan.count(|reply| matches!(reply, UnlockReply::Left(_)));
                 tracing::debug!(lock = %target.name, left, released, "unlocked");
                 Ok(left)
@@ -323,10 +343,12 @@ impl Flight {
             Verdict::Refused => {
                 // A majority no longer knows of this hold: it was lost before the release.
                 let reason = self.hold().release_refused();
+                self.settled = true;
                 Err(Error::lock_lost(&target.name, reason))
             }
             Verdict::Undecided => {
                 let err = Error::no_quorum(&target.name, fan.answered(), fan);
+                self.settled = true;
                 match on_no_quorum {
                     OnNoQuorum::KeepHold => self.hold().release_unanswered(),
                     OnNoQuorum::GiveUp => {

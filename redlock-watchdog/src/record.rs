@@ -308,9 +308,12 @@ impl LeaseRecord {
     /// what the nodes confirmed no longer says what its holder can prove.
     pub(crate) fn valid_until(&self) -> Option<Instant> {
         let state = self.state();
+        let told = state
+            .deadline(&self.rule)
+            .is_some_and(|(at, _)| Instant::now() >= at);
         state
             .validity
-            .filter(|_| state.end == End::Live)
+            .filter(|_| state.end == End::Live && !told)
             .map(|(until, _)| until)
     }
 
