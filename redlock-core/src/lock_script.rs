@@ -22,7 +22,7 @@ use redis::ToRedisArgs;
 /// use redlock_core::lock_kind::LockScript;
 /// static ECHO: LockScript = LockScript::new("return ARGV[1]");
 /// let call = ECHO.call().key("redlock:a").arg("token");
-/// assert_eq!(call.key_count(), 1);
+/// assert_eq!(call.sha(), ECHO.sha());
 /// assert_eq!(ECHO.sha().len(), 40);
 /// ```
 #[derive(Clone)]
