@@ -86,11 +86,7 @@ where
     /// guard is dropped armed. Outside a runtime it is skipped (the lease expires on its own)
     /// and the log says so.
     pub fn spawning(cleanup: F) -> Self {
-        Self::new(
-            cleanup,
-            |cleanup| Box::pin(cleanup),
-            |_| tracing::warn!("dropped outside a tokio runtime: the lock is left to expire"),
-        )
+        Self::new(cleanup, |cleanup| Box::pin(cleanup), left_to_expire)
     }
 }
 
@@ -172,27 +168,19 @@ impl<T> Drop for Unstarted<T> {
     }
 }
 
-/// Spawns a clean-up on the current tokio runtime; outside one, skips it (the lease expires on
-/// its own) and says so in the log. Returns whether it was spawned. [`cleanups_settled`] waits
-/// for it.
-pub fn spawn_cleanup<F>(cleanup: F) -> bool
+/// Spawns a clean-up on the current tokio runtime; outside one (or on a runtime that drops it
+/// unstarted), skips it (the lease expires on its own) and says so in the log.
+/// [`cleanups_settled`] waits for it.
+pub fn spawn_cleanup<F>(cleanup: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => {
-            let outstanding = Outstanding::new();
-            runtime.spawn(async move {
-                let _outstanding = outstanding;
-                cleanup.await;
-            });
-            true
-        }
-        Err(_) => {
-            tracing::warn!("dropped outside a tokio runtime: the lock is left to expire");
-            false
-        }
-    }
+    finish_in_background(cleanup, |cleanup| Box::pin(cleanup), left_to_expire);
+}
+
+/// What a clean-up that cannot run leaves: a lock that expires with its lease.
+fn left_to_expire<T>(_: T) {
+    tracing::warn!("dropped outside a tokio runtime: the lock is left to expire");
 }
 
 /// Clean-ups spawned by this process and not finished (or dropped with their runtime) yet.

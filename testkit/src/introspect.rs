@@ -25,26 +25,38 @@ pub fn reset_command_stats(server: &RedisServer) {
 ///
 /// If the server does not answer.
 pub fn command_calls(server: &RedisServer) -> BTreeMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
+    parse_commandstats(&info(server, "commandstats"))
+        .into_iter()
+        .collect()
+}
+
+/// One section of `INFO`.
+fn info(server: &RedisServer, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
         .query(&mut server.connection())
-        .unwrap_or_else(|e| panic!("INFO commandstats on port {}: {e}", server.port()));
-    parse_commandstats(&info).into_iter().collect()
+        .unwrap_or_else(|e| panic!("INFO {section} on port {}: {e}", server.port()))
+}
+
+/// The `{prefix}NAME:...,{field}=N,...` lines of an `INFO` section, as (NAME, N).
+fn counts(info: &str, prefix: &str, field: &str) -> Vec<(String, u64)> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, fields) = line.trim().strip_prefix(prefix)?.split_once(':')?;
+            let count = fields
+                .split(',')
+                .find_map(|pair| pair.strip_prefix(field)?.strip_prefix('='))?
+                .trim()
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), count))
+        })
+        .collect()
 }
 
 /// `cmdstat_NAME:calls=N,...` lines of `INFO commandstats`.
 pub fn parse_commandstats(info: &str) -> Vec<(String, u64)> {
-    info.lines()
-        .filter_map(|line| {
-            let (name, fields) = line.trim().strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = fields
-                .split(',')
-                .find_map(|field| field.strip_prefix("calls="))?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .collect()
+    counts(info, "cmdstat_", "calls")
 }
 
 /// How many connections the server has in pub/sub mode, subscribed to something
@@ -155,22 +167,14 @@ pub fn kill_resp3_clients(server: &RedisServer) -> usize {
 ///
 /// If the server does not answer.
 pub fn error_counts(server: &RedisServer) -> BTreeMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("errorstats")
-        .query(&mut server.connection())
-        .unwrap_or_else(|e| panic!("INFO errorstats on port {}: {e}", server.port()));
-    parse_errorstats(&info).into_iter().collect()
+    parse_errorstats(&info(server, "errorstats"))
+        .into_iter()
+        .collect()
 }
 
 /// `errorstat_CODE:count=N` lines of `INFO errorstats`.
 pub fn parse_errorstats(info: &str) -> Vec<(String, u64)> {
-    info.lines()
-        .filter_map(|line| {
-            let (code, rest) = line.strip_prefix("errorstat_")?.split_once(':')?;
-            let count = rest.strip_prefix("count=")?.split(',').next()?.trim();
-            Some((code.to_owned(), count.parse().ok()?))
-        })
-        .collect()
+    counts(info, "errorstat_", "count")
 }
 
 #[cfg(test)]
