@@ -427,6 +427,31 @@ async fn a_guard_release_behind_a_pending_unlock_that_fails_again_gives_the_hold
     );
     assert_eq!(signal.reason(), Some(LostReason::QuorumLost));
     assert_eq!(holder.watchdog().registered(), 0, "not renewed any more");
+    // The nested release left pending is still the owner's to retry (it was not the final
+    // one: its owner had not let go of the hold), so the owner is told the hold was lost
+    // until that retry unwinds it, not granted a new hold over it.
+    let relocked = lock.lock().await;
+    assert!(
+        matches!(
+            relocked,
+            Err(Error::LockLost {
+                reason: LostReason::QuorumLost,
+                ..
+            })
+        ),
+        "{relocked:?}"
+    );
+    let retried = lock.unlock().await;
+    assert!(
+        matches!(
+            retried,
+            Err(Error::LockLost {
+                reason: LostReason::QuorumLost,
+                ..
+            })
+        ),
+        "{retried:?}"
+    );
     for node in 1..3 {
         cluster.resume(node);
     }
@@ -435,6 +460,9 @@ async fn a_guard_release_behind_a_pending_unlock_that_fails_again_gives_the_hold
         "still held after {:?}",
         WATCHDOG * 3 / 2
     );
+    assert_eq!(lock.hold_count().await.expect("count"), 0, "unwound");
+    let again = lock.acquire().await.expect("a new hold once unwound");
+    again.unlock().await.expect("released");
 }
 
 #[test]

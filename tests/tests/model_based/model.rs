@@ -85,6 +85,10 @@ pub(crate) struct Hold {
     exempt: bool,
     /// A release no majority answered, kept for its retry.
     pending_unlock: bool,
+    /// That release was the final one when it went unanswered: its owner let go of the hold.
+    /// (A nested one stays counted until it is retried, even once the guards beside it are
+    /// gone.)
+    let_go: bool,
     /// When the longest fixed lease asked for runs out, at the earliest.
     fixed_end: Option<Instant>,
     /// The earliest the library may tell that lease lost: its end, less the margin a hold
@@ -113,7 +117,7 @@ impl Hold {
 
     /// A hold whose final release was left pending is over once lost: its owner had let go.
     fn over_once_lost(&self) -> bool {
-        self.lost.is_some() && self.pending_unlock && self.count == 1
+        self.lost.is_some() && self.pending_unlock && self.let_go && self.count == 1
     }
 }
 
@@ -453,6 +457,7 @@ impl Model {
                         hold.count -= 1;
                         hold.leases.pop();
                         hold.pending_unlock = false;
+                        hold.let_go = false;
                     }
                     hold.disturbed |= disturbed;
                 }
@@ -509,6 +514,7 @@ impl Model {
                     hold.leases.pop();
                     hold.count -= 1;
                     hold.pending_unlock = false;
+                    hold.let_go = false;
                     if hold.count == 0 {
                         *hold = Hold::default();
                     }
@@ -564,18 +570,23 @@ impl Model {
         by_guard: &Released,
     ) -> Result<(), String> {
         // A loss signalled before either answer is judged once, as the hold stood: the order
-        // that ends the hold first would otherwise drop it unexamined.
+        // that ends the hold first would otherwise drop it unexamined. Each order then reads
+        // the signal once both outcomes are applied, as one call's does after it: the signal
+        // cannot say which of the two gave the hold up (the second one's retry of the first
+        // one's unanswered release may be what fired it).
         self.clone().observe(actor, lock)?;
         let mut owner_first = self.clone();
         let first = owner_first
-            .released(actor, lock, None, by_owner.clone())
-            .and_then(|()| owner_first.released(actor, lock, Some(guard), by_guard.clone()));
+            .release_outcome(actor, lock, None, by_owner.clone())
+            .and_then(|()| owner_first.release_outcome(actor, lock, Some(guard), by_guard.clone()))
+            .and_then(|()| owner_first.observe(actor, lock));
         let Err(owner_first_violation) = first else {
             *self = owner_first;
             return Ok(());
         };
-        self.released(actor, lock, Some(guard), by_guard.clone())
-            .and_then(|()| self.released(actor, lock, None, by_owner.clone()))
+        self.release_outcome(actor, lock, Some(guard), by_guard.clone())
+            .and_then(|()| self.release_outcome(actor, lock, None, by_owner.clone()))
+            .and_then(|()| self.observe(actor, lock))
             .map_err(|guard_first_violation| {
                 format!(
                     "fits neither order: the owner's first: {owner_first_violation}; \
@@ -636,12 +647,14 @@ impl Model {
             Released::Ok => {
                 if finishes_pending {
                     let_go(hold);
-                    hold.pending_unlock = false;
                 }
                 if hold.count > 0 {
                     let_go(hold);
                 }
-                hold.pending_unlock &= hold.count > 0;
+                // The owner's own call was the pending release's retry (same request id), or
+                // a guard's finished it first: either way it landed.
+                hold.pending_unlock = false;
+                hold.let_go = false;
                 Ok(())
             }
             Released::NoQuorum(_) if disturbed => {
@@ -651,6 +664,7 @@ impl Model {
                     let_go(hold);
                 } else {
                     hold.pending_unlock = true;
+                    hold.let_go |= hold.count == 1;
                 }
                 Ok(())
             }
