@@ -4,12 +4,14 @@
 //!
 //! A signal is armed with its deadline; the thread sleeps until the earliest one, then looks at
 //! that signal again: past its (possibly moved) deadline, it fires; moved later, it is armed
-//! again at the new one; cleared, it is forgotten. Renewals that move a deadline later cost
-//! nothing here until the old one comes. A signal nobody holds any more is forgotten too.
+//! again at the new one. Renewals that move a deadline later cost nothing here until the old
+//! one comes. A hold that ends (released, or lost before its deadline) takes its arming back at
+//! once, so a service that takes and releases locks all day keeps no arming per past hold and
+//! does not wake the thread for it; a signal nobody holds any more is forgotten too.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::sync::{Condvar, Mutex, OnceLock, Weak};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
 
 use crate::record::LeaseRecord;
@@ -17,52 +19,86 @@ use redlock_core::lock_kind::unpoisoned;
 
 /// The process's timer: the armed signals by deadline, and the thread's wake-up call.
 struct Timer {
-    armed: Mutex<BinaryHeap<Reverse<Armed>>>,
+    state: Mutex<Armed>,
     changed: Condvar,
 }
 
-/// One signal waiting for `at`.
+/// What the thread waits for.
+#[derive(Default)]
 struct Armed {
-    at: Instant,
-    signal: Weak<LeaseRecord>,
+    /// The armed signals, soonest first.
+    signals: BTreeMap<Arming, Weak<LeaseRecord>>,
+    /// When the thread wakes next by itself; `None` while it waits for an arming. An arming
+    /// before it wakes the thread; a later one waits for that wake-up, so holds taken and
+    /// released again and again never wake it.
+    sleeping_until: Option<Instant>,
 }
 
-impl PartialEq for Armed {
-    fn eq(&self, other: &Self) -> bool {
-        self.at == other.at
-    }
+/// One arming of one signal: its deadline, and a number no other arming has. A record keeps
+/// its current one, to tell the thread's look at it from an older one and to take it back
+/// when the hold ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Arming {
+    pub(crate) at: Instant,
+    id: u64,
 }
-impl Eq for Armed {}
-impl PartialOrd for Armed {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Armed {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.at.cmp(&other.at)
+
+impl Arming {
+    /// A new arming for `at`, to hand to [`arm`] once the record remembers it.
+    pub(crate) fn new(at: Instant) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Self {
+            at,
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+        }
     }
 }
 
 static TIMER: OnceLock<Option<&'static Timer>> = OnceLock::new();
 
-/// Arms `signal` to be looked at by `at`. Without the thread (it could not be started), the
-/// signal still fires by itself whenever it is read after its deadline.
-pub(crate) fn arm(signal: Weak<LeaseRecord>, at: Instant) {
-    let Some(timer) = *TIMER.get_or_init(start) else {
+fn timer() -> Option<&'static Timer> {
+    *TIMER.get_or_init(start)
+}
+
+impl Timer {
+    fn state(&self) -> MutexGuard<'_, Armed> {
+        unpoisoned(self.state.lock())
+    }
+}
+
+/// Arms `signal` to be looked at by `arming.at`. Without the thread (it could not be started),
+/// the signal still fires by itself whenever it is read after its deadline.
+pub(crate) fn arm(signal: Weak<LeaseRecord>, arming: Arming) {
+    let Some(timer) = timer() else {
         return;
     };
-    let mut armed = unpoisoned(timer.armed.lock());
-    let sooner = armed.peek().is_none_or(|Reverse(first)| at < first.at);
-    armed.push(Reverse(Armed { at, signal }));
+    let mut armed = timer.state();
+    let sooner = armed.sleeping_until.is_none_or(|until| arming.at < until);
+    armed.signals.insert(arming, signal);
     if sooner {
+        // Set here, so that armings before the thread runs do not each wake it again.
+        armed.sleeping_until = Some(arming.at);
         timer.changed.notify_one();
     }
 }
 
+/// Takes an arming back: the hold ended, or was armed again sooner. The thread is not woken
+/// for it; when it wakes for the deadline it had, it finds the next one.
+pub(crate) fn disarm(arming: Arming) {
+    if let Some(timer) = timer() {
+        timer.state().signals.remove(&arming);
+    }
+}
+
+/// Whether `arming` is still waiting for the thread.
+#[cfg(test)]
+pub(crate) fn is_armed(arming: Arming) -> bool {
+    timer().is_some_and(|timer| timer.state().signals.contains_key(&arming))
+}
+
 fn start() -> Option<&'static Timer> {
     let timer: &'static Timer = Box::leak(Box::new(Timer {
-        armed: Mutex::new(BinaryHeap::new()),
+        state: Mutex::default(),
         changed: Condvar::new(),
     }));
     match std::thread::Builder::new()
@@ -78,28 +114,29 @@ fn start() -> Option<&'static Timer> {
 }
 
 fn run(timer: &Timer) {
-    let mut armed = unpoisoned(timer.armed.lock());
+    let mut armed = timer.state();
     loop {
         let now = Instant::now();
-        match armed.peek() {
+        match armed.signals.first_key_value().map(|(arming, _)| *arming) {
             None => {
+                armed.sleeping_until = None;
                 armed = unpoisoned(timer.changed.wait(armed));
             }
-            Some(Reverse(first)) if first.at > now => {
-                let wait = first.at - now;
-                armed = unpoisoned(timer.changed.wait_timeout(armed, wait)).0;
+            Some(first) if first.at > now => {
+                armed.sleeping_until = Some(first.at);
+                armed = unpoisoned(timer.changed.wait_timeout(armed, first.at - now)).0;
             }
-            Some(_) => {
-                let Some(Reverse(due)) = armed.pop() else {
+            Some(due) => {
+                let Some(signal) = armed.signals.remove(&due) else {
                     continue;
                 };
                 // The signal is looked at without the timer's lock: firing it runs the token's
                 // callbacks and wakes its waiters.
                 drop(armed);
-                if let Some(signal) = due.signal.upgrade() {
-                    signal.look(due.at);
+                if let Some(signal) = signal.upgrade() {
+                    signal.look(due);
                 }
-                armed = unpoisoned(timer.armed.lock());
+                armed = timer.state();
             }
         }
     }

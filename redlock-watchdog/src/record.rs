@@ -21,6 +21,7 @@ use redlock_core::{LostReason, OwnerToken};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::fixed_lost_margin;
+use crate::deadline_timer::Arming;
 use crate::lock_kind::RenewScript;
 use redlock_core::lock_kind::unpoisoned;
 
@@ -136,7 +137,7 @@ struct State {
     renew_until: Option<Instant>,
     end: End,
     /// The deadline the timer thread will look at this record for, if armed.
-    armed: Option<Instant>,
+    armed: Option<Arming>,
 }
 
 /// How a hold's record ends.
@@ -222,20 +223,37 @@ impl LeaseRecord {
     fn arm(self: &Arc<Self>, mut state: MutexGuard<'_, State>) -> Option<Held> {
         let held = state.held();
         if let Some((at, _)) = state.deadline(&self.rule) {
-            if state.armed.is_none_or(|armed| at < armed) {
-                state.armed = Some(at);
+            if state.armed.is_none_or(|armed| at < armed.at) {
+                let arming = Arming::new(at);
+                let earlier = state.armed.replace(arming);
                 drop(state);
-                crate::deadline_timer::arm(Arc::downgrade(self), at);
+                self.arm_timer(arming, earlier);
             }
         }
         held
     }
 
-    /// The release was confirmed (or the hold never existed): the record is never lost.
+    /// Hands `arming` to the timer thread, taking back the one it replaces. Called without the
+    /// state's lock (the thread takes it to look at a record); a record that ended meanwhile
+    /// is looked at once more at that deadline, which finds nothing to do.
+    fn arm_timer(self: &Arc<Self>, arming: Arming, replaced: Option<Arming>) {
+        if let Some(replaced) = replaced {
+            crate::deadline_timer::disarm(replaced);
+        }
+        crate::deadline_timer::arm(Arc::downgrade(self), arming);
+    }
+
+    /// The release was confirmed (or the hold never existed): the record is never lost, and
+    /// the timer thread forgets it.
     pub(crate) fn end(&self) {
         let mut state = self.state();
         if state.end == End::Live {
             state.end = End::Ended;
+            let armed = state.armed.take();
+            drop(state);
+            if let Some(armed) = armed {
+                crate::deadline_timer::disarm(armed);
+            }
         }
     }
 
@@ -260,7 +278,11 @@ impl LeaseRecord {
             return false;
         }
         state.end = End::Lost(reason);
+        let armed = state.armed.take();
         drop(state);
+        if let Some(armed) = armed {
+            crate::deadline_timer::disarm(armed);
+        }
         redlock_core::telemetry::lost(reason);
         self.token.cancel();
         true
@@ -329,7 +351,7 @@ impl LeaseRecord {
 
     /// The timer thread's look, for the deadline it was armed with: loses the hold past its
     /// deadline, or arms it again at a deadline moved later. An older arming is ignored.
-    pub(crate) fn look(self: &Arc<Self>, armed_for: Instant) {
+    pub(crate) fn look(self: &Arc<Self>, armed_for: Arming) {
         let mut state = self.state();
         if state.armed != Some(armed_for) {
             return;
@@ -345,9 +367,10 @@ impl LeaseRecord {
                 self.lose(reason);
             }
             Some((at, _)) => {
-                state.armed = Some(at);
+                let arming = Arming::new(at);
+                state.armed = Some(arming);
                 drop(state);
-                crate::deadline_timer::arm(Arc::downgrade(self), at);
+                self.arm_timer(arming, None);
             }
         }
     }
@@ -586,6 +609,37 @@ mod tests {
         assert!(within(20 * SECOND, || witness.token().is_cancelled()));
         assert!(!later.token().is_cancelled());
         assert!(!ended.token().is_cancelled());
+    }
+
+    #[test]
+    fn the_timer_thread_forgets_a_hold_that_ends_is_lost_or_is_armed_again_sooner() {
+        let armed = |record: &LeaseRecord| record.state().armed.expect("armed");
+        let (ended, lost, sooner) = (record(None), record(None), record(None));
+        let later = Instant::now() + 3600 * SECOND;
+        for record in [&ended, &lost, &sooner] {
+            // A 10 s lease (told lost 1 s before its end unless renewed), valid for an hour.
+            record.confirmed(later, 10 * SECOND);
+        }
+        let (of_ended, of_lost, of_sooner) = (armed(&ended), armed(&lost), armed(&sooner));
+        for arming in [of_ended, of_lost, of_sooner] {
+            assert!(crate::deadline_timer::is_armed(arming));
+        }
+        ended.end();
+        lost.lose(LostReason::NotOwner);
+        // A renewed hold is told lost 5 s before its end: renewal turning on moves the
+        // deadline sooner.
+        sooner.set(RENEWED, Instant::now());
+        let now_armed = armed(&sooner);
+        assert!(now_armed.at < of_sooner.at, "armed again, sooner");
+        for arming in [of_ended, of_lost, of_sooner] {
+            assert!(
+                !crate::deadline_timer::is_armed(arming),
+                "taken back, not left for the thread to wake for"
+            );
+        }
+        assert!(crate::deadline_timer::is_armed(now_armed));
+        assert_eq!(ended.state().armed, None);
+        assert_eq!(lost.state().armed, None);
     }
 
     #[test]

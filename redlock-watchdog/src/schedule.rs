@@ -37,7 +37,8 @@ pub(crate) struct Scheduler {
 struct Plan {
     /// When it will wake.
     wake: Option<Instant>,
-    /// The earliest lease-set instant among renewed holds, when it planned.
+    /// The earliest lease-set instant among renewed holds when it planned, or of those seen
+    /// changing since.
     earliest_set_at: Option<Instant>,
 }
 
@@ -135,20 +136,21 @@ impl Scheduler {
     /// or the round moved earlier by more than 1 % of the interval (each hold makes the round
     /// a little longer, so it starts a little earlier; the lead is twice the expected round,
     /// which absorbs that much). Holds taken by the thousand wake it a handful of times, not
-    /// once each.
+    /// once each; a hold taken and released again and again, not at all.
+    ///
+    /// The plan keeps the earliest lease-set instant of the renewed holds it has seen since
+    /// the task planned, so that each later hold is compared with the round the earliest one
+    /// needs, not with its own (a hold that ended meanwhile only makes the round a little
+    /// early: the task plans again when it wakes).
     pub(crate) fn wake_if_sooner(&self, state: Option<Held>, holds: usize, now: Instant) {
-        let plan = unpoisoned(self.plan.lock());
+        let mut plan = unpoisoned(self.plan.lock());
         let Some(wake) = plan.wake else {
             self.wake.notify_one();
             return;
         };
         let set_at = self.set_at(state, now);
-        if plan.earliest_set_at.is_none() && set_at.is_some() {
-            // The first renewed hold the task has not planned for: the plan starts from it.
-            self.wake.notify_one();
-            return;
-        }
         let earliest = [plan.earliest_set_at, set_at].into_iter().flatten().min();
+        plan.earliest_set_at = earliest;
         let slack = self.interval / 100;
         let round_sooner = self
             .next_round(earliest, None, holds)
@@ -339,6 +341,34 @@ mod tests {
         let idle = Scheduler::new(&config, timing(config.timeout, SECOND / 50, SECOND / 3));
         idle.wake_if_sooner(None, 1, now);
         assert!(idle.wake.notified().now_or_never().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn holds_taken_after_a_plan_for_none_wake_the_task_once_their_round_comes_sooner() {
+        let scheduler = scheduler();
+        let start = Instant::now();
+        let woken = || scheduler.wake.notified().now_or_never().is_some();
+        // Nothing renewed: the task plans to look again in an interval.
+        assert_eq!(scheduler.plan(Vec::new, None, start), start + 10 * SECOND);
+        // One hold, taken and released again and again: its round is after the planned wake.
+        for taken in 1..=100 {
+            let at = start + SECOND * taken / 1000;
+            scheduler.wake_if_sooner(held(&scheduler, at, true), 1, at);
+        }
+        assert!(
+            !woken(),
+            "a lock + unlock loop never wakes the renewal task"
+        );
+        // Thousands taken since, the earliest seen 1 ms after the plan: a round over them
+        // needs a 200 ms lead (twice 20 µs a hold), so it must start before the planned wake.
+        // The latest hold alone would start it after (its own lease was set 150 ms after the
+        // plan): the earliest one decides.
+        let late = start + SECOND * 150 / 1000;
+        scheduler.wake_if_sooner(held(&scheduler, late, true), 5_000, late);
+        assert!(
+            woken(),
+            "the round the earliest hold needs comes before the planned wake"
+        );
     }
 
     #[tokio::test(start_paused = true)]
