@@ -121,7 +121,8 @@ impl NodeSet {
         ask: impl Fn(usize) -> bool,
         decided: impl Fn(&FanOut<T>) -> bool,
     ) -> FanOut<T> {
-        let request = Request::Script(Arc::new(PreparedScript::new(call)));
+        let to_cluster = self.nodes.iter().any(Node::is_cluster_member);
+        let request = Request::Script(Arc::new(PreparedScript::new(call, to_cluster)));
         self.fan_out(&request, timeout, ask, decided).await
     }
 

@@ -87,7 +87,7 @@ pub(crate) async fn attempt(
         .arg(lease_millis(lease))
         .arg(expected)
         .arg(inner.token_hint())
-        .arg(target.field_prefix());
+        .arg(target.field_arg(None));
     // Decided once a majority granted, or a majority answered and too few can still grant; the
     // replies still out may grant late, which the undo (queued behind them) takes back.
     let fan: FanOut<AcquireReply> = inner
@@ -463,7 +463,7 @@ async fn undo(
         .arg(field.as_str())
         .arg(expected_after)
         .arg(if announce { target.channel() } else { "" })
-        .arg(inner.request_id())
+        .arg(inner.new_request_arg())
         .by_source()
         .releasing();
     // Queued behind the attempt on every node where it may land, so it takes back a grant

@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 
 use redlock_core::telemetry::HoldClock;
 
+use crate::inner::RequestId;
+
 use redlock_watchdog::lock_kind::{GiveUp, LeaseFacts, Registration, ReleasePhase};
 use redlock_watchdog::{LostReason, LostSignal};
 
@@ -77,7 +79,7 @@ pub(crate) struct Held {
 struct PendingRelease {
     /// Its request id: a retry reuses it, so nodes that applied it answer as before instead of
     /// "not owner".
-    request: String,
+    request: RequestId,
     /// Sent, and too few nodes answered: it may have landed anywhere.
     unanswered: bool,
     /// A final release went unanswered: its owner let go, and the hold is not renewed again
@@ -134,7 +136,7 @@ pub(crate) struct ReleasePlan {
     /// The hold it releases.
     pub(crate) generation: u64,
     /// The request id (the pending one when this retries a release).
-    pub(crate) request: String,
+    pub(crate) request: RequestId,
     /// The hold count before the release.
     pub(crate) count: u32,
 }
@@ -216,12 +218,9 @@ impl Hold {
     }
 
     /// The request id of a release that did not reach a majority, if one is pending.
-    pub(crate) fn pending_unlock(&self) -> Option<&str> {
+    pub(crate) fn pending_unlock(&self) -> Option<RequestId> {
         match self {
-            Hold::Held(held) => held
-                .pending_unlock
-                .as_ref()
-                .map(|pending| pending.request.as_str()),
+            Hold::Held(held) => held.pending_unlock.as_ref().map(|pending| pending.request),
             _ => None,
         }
     }
@@ -340,7 +339,7 @@ impl Hold {
     pub(crate) fn plan_release(
         &mut self,
         generation: Option<u64>,
-        new_request: impl FnOnce() -> String,
+        new_request: impl FnOnce() -> RequestId,
     ) -> Result<ReleasePlan, Refusal> {
         self.refresh();
         if generation.is_some() && generation != self.generation() {
@@ -367,7 +366,7 @@ impl Hold {
                     pending.unanswered = false;
                     ReleasePlan {
                         generation: held.generation,
-                        request: pending.request.clone(),
+                        request: pending.request,
                         count: held.count(),
                     }
                 })
@@ -621,11 +620,11 @@ mod tests {
         assert_eq!(hold.count(), 2);
         assert_eq!(watchdog.registered(), 1);
 
-        let plan = hold.plan_release(None, || "r1".into()).expect("held");
+        let plan = hold.plan_release(None, || RequestId(1)).expect("held");
         assert!(!plan.is_final());
         assert_eq!(released(&mut hold, None), 1);
         let plan = hold
-            .plan_release(Some(grant.generation), || "r2".into())
+            .plan_release(Some(grant.generation), || RequestId(2))
             .expect("held");
         assert!(plan.is_final());
         assert_eq!(released(&mut hold, None), 0);
@@ -633,7 +632,7 @@ mod tests {
         assert_eq!(watchdog.registered(), 0, "released: no longer watched");
         assert!(!grant.lost.is_lost(), "a release is not a loss");
         assert_eq!(
-            hold.plan_release(None, || "r3".into()),
+            hold.plan_release(None, || RequestId(3)),
             Err(Refusal::NotOwner)
         );
     }
@@ -648,7 +647,7 @@ mod tests {
         hold.acquired_nested(LeaseMode::Watchdog, valid(3));
         assert!(renewing(&grant), "the nested lock() turns renewal on");
 
-        hold.plan_release(None, || "r".into()).expect("held");
+        hold.plan_release(None, || RequestId(4)).expect("held");
         assert_eq!(released(&mut hold, None), 1);
         assert!(!renewing(&grant), "released: the hold is fixed again");
         assert_eq!(
@@ -666,7 +665,7 @@ mod tests {
         hold.acquired_nested(LeaseMode::Fixed(Duration::from_secs(1)), valid(1));
         assert!(renewing(&grant), "still renewed");
         assert_eq!(grant.lost.deadline().expect("renewed").0, before);
-        hold.plan_release(None, || "r".into()).expect("held");
+        hold.plan_release(None, || RequestId(4)).expect("held");
         released(&mut hold, None);
         assert!(renewing(&grant), "the outer acquisition asked for renewal");
     }
@@ -677,7 +676,7 @@ mod tests {
         let (mut hold, grant) = held(&watchdog, LeaseMode::Fixed(Duration::from_secs(20)), 20);
         hold.acquired_nested(LeaseMode::Watchdog, valid(30));
         // The outer (fixed) guard is released first: the nested lock() still renews.
-        hold.plan_release(Some(grant.generation), || "r".into())
+        hold.plan_release(Some(grant.generation), || RequestId(4))
             .expect("held");
         released(&mut hold, Some(LeaseMode::Fixed(Duration::from_secs(20))));
         assert!(renewing(&grant));
@@ -687,7 +686,7 @@ mod tests {
     async fn a_final_release_pauses_renewal_and_an_unanswered_one_ends_it() {
         let watchdog = watchdog();
         let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
-        let plan = hold.plan_release(None, || "first".into()).expect("held");
+        let plan = hold.plan_release(None, || RequestId(5)).expect("held");
         assert!(plan.is_final());
         assert_eq!(
             watchdog.registered(),
@@ -701,10 +700,14 @@ mod tests {
         );
         assert_eq!(watchdog.registered(), 1, "still watched until then");
         assert_eq!(hold.count(), 1, "stays counted");
-        assert_eq!(hold.pending_unlock(), Some("first"));
+        assert_eq!(hold.pending_unlock(), Some(RequestId(5)));
         assert!(!grant.lost.is_lost());
-        let retry = hold.plan_release(None, || "second".into()).expect("held");
-        assert_eq!(retry.request, "first", "the retry reuses the request id");
+        let retry = hold.plan_release(None, || RequestId(6)).expect("held");
+        assert_eq!(
+            retry.request,
+            RequestId(5),
+            "the retry reuses the request id"
+        );
 
         // Its owner let go: once its signal fires (here, its lease ran out unconfirmed), the
         // hold is over rather than lost-until-unwound.
@@ -736,17 +739,17 @@ mod tests {
         hold.acquired_nested(LeaseMode::Watchdog, valid(30));
         assert_eq!(facts(&hold), renewed(ReleasePhase::None));
         // A nested release in flight, then unanswered: the owner still holds, renewal goes on.
-        hold.plan_release(None, || "nested".into()).expect("held");
+        hold.plan_release(None, || RequestId(7)).expect("held");
         assert_eq!(facts(&hold), renewed(ReleasePhase::None));
         hold.release_unanswered();
         assert_eq!(facts(&hold), renewed(ReleasePhase::None));
-        hold.plan_release(None, || "unused".into()).expect("held");
+        hold.plan_release(None, || RequestId(8)).expect("held");
         assert_eq!(
             released(&mut hold, Some(LeaseMode::Fixed(Duration::from_secs(20)))),
             1
         );
         // The final release: sent pauses renewal (still renewed), unanswered ends it.
-        hold.plan_release(None, || "final".into()).expect("held");
+        hold.plan_release(None, || RequestId(9)).expect("held");
         assert_eq!(facts(&hold), renewed(ReleasePhase::Sending));
         hold.release_unanswered();
         assert_eq!(
@@ -762,7 +765,7 @@ mod tests {
         };
         assert!(!held.registration.is_renewed());
         // Its retry is sent: still not renewed (its owner let go), the release paused for.
-        hold.plan_release(None, || "retry".into()).expect("held");
+        hold.plan_release(None, || RequestId(10)).expect("held");
         assert_eq!(
             facts(&hold),
             LeaseFacts {
@@ -780,11 +783,11 @@ mod tests {
         let watchdog = watchdog();
         let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
         hold.acquired_nested(LeaseMode::Watchdog, valid(30));
-        hold.plan_release(None, || "nested".into()).expect("held");
+        hold.plan_release(None, || RequestId(7)).expect("held");
         lose_elsewhere(&hold, LostReason::MaxHoldReached);
         assert_eq!(released(&mut hold, None), 1, "one acquisition unwound");
         assert_eq!(
-            hold.plan_release(Some(grant.generation), || "outer".into()),
+            hold.plan_release(Some(grant.generation), || RequestId(11)),
             Err(Refusal::Lost(LostReason::MaxHoldReached))
         );
         assert!(matches!(hold, Hold::Free), "the owner can lock afresh");
@@ -793,7 +796,7 @@ mod tests {
         // Given up (a sibling guard dropped where nothing can be sent) while it was in flight.
         let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
         hold.acquired_nested(LeaseMode::Watchdog, valid(30));
-        hold.plan_release(None, || "nested".into()).expect("held");
+        hold.plan_release(None, || RequestId(7)).expect("held");
         hold.abandon(Some(grant.generation));
         assert_eq!(released(&mut hold, None), 0);
         assert!(matches!(hold, Hold::Free));
@@ -809,7 +812,7 @@ mod tests {
         // had run out, and answered NotOwner rather than starting a new hold.
         let watchdog = watchdog();
         let (mut hold, _) = held(&watchdog, LeaseMode::Watchdog, 30);
-        hold.plan_release(None, || "final".into()).expect("held");
+        hold.plan_release(None, || RequestId(9)).expect("held");
         hold.release_unanswered();
         assert!(hold.owes_release());
         lose_elsewhere(&hold, LostReason::LeaseExpired);
@@ -825,7 +828,7 @@ mod tests {
         let watchdog = watchdog();
         let (mut hold, grant) = held(&watchdog, LeaseMode::Watchdog, 30);
         hold.acquired_nested(LeaseMode::Watchdog, valid(30));
-        let plan = hold.plan_release(None, || "nested".into()).expect("held");
+        let plan = hold.plan_release(None, || RequestId(7)).expect("held");
         assert_eq!(plan.generation, grant.generation);
         // A sibling guard is dropped where nothing can be sent: one acquisition unwound.
         hold.abandon(Some(grant.generation));
@@ -854,7 +857,7 @@ mod tests {
         assert_eq!(hold.plan_acquire(), Err(LostReason::NotOwner));
         for _ in 0..2 {
             assert_eq!(
-                hold.plan_release(None, || "r".into()),
+                hold.plan_release(None, || RequestId(4)),
                 Err(Refusal::Lost(LostReason::NotOwner))
             );
         }
@@ -878,7 +881,7 @@ mod tests {
         std::mem::swap(&mut unlocked, &mut hold);
         // Its unlock answers LockLost...
         assert_eq!(
-            unlocked.plan_release(None, || "r".into()),
+            unlocked.plan_release(None, || RequestId(4)),
             Err(Refusal::Lost(LostReason::LeaseExpired))
         );
         // ...and without one, the next acquisition is a new hold all the same.
@@ -909,7 +912,7 @@ mod tests {
     async fn a_guard_of_an_earlier_hold_never_releases_a_later_one() {
         let watchdog = watchdog();
         let (mut hold, first) = held(&watchdog, LeaseMode::Watchdog, 30);
-        hold.plan_release(None, || "r".into()).expect("held");
+        hold.plan_release(None, || RequestId(4)).expect("held");
         released(&mut hold, None);
         let (mut hold, second) = {
             let mut hold = hold;
@@ -924,7 +927,7 @@ mod tests {
         };
         assert_ne!(first.generation, second.generation);
         assert_eq!(
-            hold.plan_release(Some(first.generation), || "r".into()),
+            hold.plan_release(Some(first.generation), || RequestId(4)),
             Err(Refusal::NotOwner)
         );
         assert_eq!(hold.count(), 1, "the later hold is untouched");
@@ -957,7 +960,7 @@ mod tests {
         assert_eq!(hold.count(), 1, "one acquisition unwound");
         assert_eq!(hold.nested_refused(), LostReason::NotOwner);
         assert_eq!(
-            hold.plan_release(None, || "r".into()),
+            hold.plan_release(None, || RequestId(4)),
             Err(Refusal::Lost(LostReason::NotOwner))
         );
         assert!(matches!(hold, Hold::Free));

@@ -10,6 +10,7 @@ use redlock_watchdog::LostSignal;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::hold::Hold;
+use crate::lua::Shown;
 use redlock_core::lock_kind::unpoisoned;
 
 /// Which hold: a lock key and an owner.
@@ -25,13 +26,33 @@ impl HoldKey {
     /// or overtaken in a Redis Cluster member's queue) never counts for, or deletes, a later
     /// hold of the same owner: to the nodes, that is another holder.
     pub(crate) fn field(&self, generation: u64) -> OwnerToken {
-        OwnerToken::from_string(format!("{}{generation}", self.field_prefix()))
+        OwnerToken::from_string(self.field_arg(Some(generation)).0.to_string())
     }
 
-    /// What every field of this owner's holds starts with (an owner token has no `:` after its
-    /// id, so no other owner's fields start with it).
-    pub(crate) fn field_prefix(&self) -> String {
-        format!("{}:", self.owner.as_str())
+    /// The field of this owner's hold of `generation`, to write into a request as it is sent;
+    /// with `None`, what every field of this owner's holds starts with (an owner token has no
+    /// `:` after its id, so no other owner's fields start with it).
+    pub(crate) fn field_arg(&self, generation: Option<u64>) -> Shown<Field<'_>> {
+        Shown(Field {
+            owner: self.owner.as_str(),
+            generation,
+        })
+    }
+}
+
+/// A hold's field (`{owner}:{generation}`), or the prefix of an owner's (`{owner}:`).
+pub(crate) struct Field<'a> {
+    owner: &'a str,
+    generation: Option<u64>,
+}
+
+impl std::fmt::Display for Field<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:", self.owner)?;
+        match self.generation {
+            Some(generation) => write!(f, "{generation}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -199,12 +220,37 @@ impl Target {
         self.hold.field(generation)
     }
 
-    /// What every field of this owner's holds starts with (see [`HoldKey::field_prefix`]).
-    pub(crate) fn field_prefix(&self) -> String {
-        self.hold.field_prefix()
+    /// The same field (or, with `None`, its owner's prefix), written into a request as it is
+    /// sent (see [`HoldKey::field_arg`]).
+    pub(crate) fn field_arg(&self, generation: Option<u64>) -> Shown<Field<'_>> {
+        self.hold.field_arg(generation)
     }
 
     pub(crate) fn channel(&self) -> &str {
         &self.channel
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redlock_core::redis::ToRedisArgs as _;
+
+    #[test]
+    fn a_field_written_into_a_request_is_the_field_the_hold_keeps() {
+        let hold = HoldKey {
+            key: Arc::from("redlock:k"),
+            owner: OwnerToken::from_string("client:task-3".into()),
+        };
+        assert_eq!(hold.field(42).as_str(), "client:task-3:42");
+        assert_eq!(
+            hold.field_arg(Some(42)).to_redis_args(),
+            vec![b"client:task-3:42".to_vec()]
+        );
+        assert_eq!(
+            hold.field_arg(None).to_redis_args(),
+            vec![b"client:task-3:".to_vec()],
+            "the owner's prefix"
+        );
     }
 }

@@ -12,7 +12,25 @@ use redlock_watchdog::Watchdog;
 
 use crate::fencing_stats::FencingCounters;
 use crate::holds::{Holds, Target};
+use crate::lua::Shown;
 use crate::wakeup::Wakeups;
+
+/// A request's number within this client (see [`Inner::request_id`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RequestId(pub(crate) u64);
+
+/// A request id as the nodes see it: `{client}:{n}`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestText<'a> {
+    client: &'a str,
+    id: RequestId,
+}
+
+impl std::fmt::Display for RequestText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.client, self.id.0)
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct Inner {
@@ -125,11 +143,24 @@ impl Inner {
         self.largest_token.fetch_max(token, Ordering::Relaxed);
     }
 
-    /// A request id unique across every client: this client's UUID and a counter. For unlock
-    /// latches and release messages, which must be unique, not secret (no syscall per id).
-    pub(crate) fn request_id(&self) -> String {
-        let n = self.requests.fetch_add(1, Ordering::Relaxed);
-        format!("{}:{n}", self.id)
+    /// A request id unique within this client: a counter. With the client's UUID
+    /// ([`Inner::request_arg`]) it is unique across every client: for unlock latches and
+    /// release messages, which must be unique, not secret (no syscall per id).
+    pub(crate) fn request_id(&self) -> RequestId {
+        RequestId(self.requests.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Request `id` as it is written into a request (`{client}:{n}`), with no string of its own.
+    pub(crate) fn request_arg(&self, id: RequestId) -> Shown<RequestText<'_>> {
+        Shown(RequestText {
+            client: &self.id,
+            id,
+        })
+    }
+
+    /// A new request id, as it is written into a request.
+    pub(crate) fn new_request_arg(&self) -> Shown<RequestText<'_>> {
+        self.request_arg(self.request_id())
     }
 
     /// How long a final release is remembered for a retry of the same request: long enough for

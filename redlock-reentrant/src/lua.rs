@@ -26,6 +26,22 @@ macro_rules! announcing {
     };
 }
 
+/// A script argument (or key) written straight into the request from its `Display` form, with
+/// no string of its own: the hold's field, a latch key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shown<D>(pub(crate) D);
+
+impl<D: std::fmt::Display> redis::ToRedisArgs for Shown<D> {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + redis::RedisWrite,
+    {
+        use std::io::Write as _;
+        // Writing into the request's buffer cannot fail.
+        let _ = write!(out.writer_for_next_arg(), "{}", self.0);
+    }
+}
+
 /// Takes or re-enters a lock on one node (`lua/acquire.lua`); on Redis Cluster members, with a
 /// fencing candidate of at least the clock at every new hold (`lua/fencing_from_clock.lua`).
 pub(crate) static ACQUIRE: LockScript = LockScript::new(concat!(

@@ -19,7 +19,7 @@ use redlock_core::{Error, LostReason};
 use crate::hold::{Hold, LeaseMode, Refusal, ReleasePlan};
 use crate::holds::{HoldGuard, Target};
 use crate::inner::Inner;
-use crate::lua::{Applied, UnlockReply, ABANDON, FORCE_UNLOCK, UNLOCK};
+use crate::lua::{Applied, Shown, UnlockReply, ABANDON, FORCE_UNLOCK, UNLOCK};
 use crate::wakeup::channel_of;
 
 /// What a release does when too few nodes answer it.
@@ -273,7 +273,6 @@ impl Flight {
         let target = self.target.clone();
         let config = inner.redlock.config();
         let timeout = inner.node_timeout();
-        let latch = format!("{}:unlock:{}", target.key(), self.plan.request);
         let last = self.plan.is_final();
         let live = matches!(*self.hold(), Hold::Held(_));
         let Some(generation) = self.hold().generation().filter(|_| live) else {
@@ -291,7 +290,6 @@ impl Flight {
                 reason.unwrap_or(LostReason::QuorumLost),
             ));
         };
-        let field = target.field(generation);
         #[cfg(feature = "sabotage")]
         let unlock_script: &redlock_core::lock_kind::LockScript =
             if crate::sabotage::release_without_compare() {
@@ -304,10 +302,14 @@ impl Flight {
         let call = unlock_script
             .call()
             .key(target.key())
-            .key(&latch)
-            .arg(field.as_str())
+            .key(Shown(format_args!(
+                "{}:unlock:{}",
+                target.key(),
+                inner.request_arg(self.plan.request).0
+            )))
+            .arg(target.field_arg(Some(generation)))
             .arg(target.channel())
-            .arg(&self.plan.request)
+            .arg(inner.request_arg(self.plan.request))
             .arg(lease_millis(inner.latch_ttl()))
             .arg(self.plan.count)
             .releasing();
@@ -436,9 +438,9 @@ fn decide(tally: Tally) -> Verdict {
 fn abandon_call(inner: &Inner, target: &Target, generation: u64) -> ScriptCall {
     ABANDON
         .call()
-        .arg(inner.request_id())
+        .arg(inner.new_request_arg())
         .key(target.key())
-        .arg(target.field(generation).as_str())
+        .arg(target.field_arg(Some(generation)))
         .arg(target.channel())
         .by_source()
         .releasing()
@@ -483,7 +485,7 @@ pub(crate) async fn force_unlock(inner: &Arc<Inner>, target: &Target) -> Result<
         .call()
         .key(target.key())
         .arg(target.channel())
-        .arg(inner.request_id())
+        .arg(inner.new_request_arg())
         .by_source()
         .releasing();
     let timeout = inner.node_timeout();
@@ -522,7 +524,7 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
         }
     }
     let batch_size = inner.watchdog.config().batch_size;
-    let message = inner.request_id();
+    let message = inner.new_request_arg();
     // A batch keeps to one hash slot when a node is a Redis Cluster member.
     let config = inner.redlock.config();
     held.sort_by_key(|(_, key, _)| config.slot_of(&key.key));
@@ -531,7 +533,7 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
         .flat_map(|slot| slot.chunks(batch_size))
         .map(|batch| {
             batch.iter().fold(
-                ABANDON.call().arg(&message).by_source().releasing(),
+                ABANDON.call().arg(message).by_source().releasing(),
                 |call, (field, key, _)| {
                     call.key(&*key.key)
                         .arg(field.as_str())

@@ -10,6 +10,14 @@ pub(crate) fn process_cpu() -> Result<Duration, String> {
     usage(nix::sys::resource::UsageWho::RUSAGE_SELF)
 }
 
+/// This process's context switches so far, voluntary (a thread waited) and involuntary.
+pub(crate) fn context_switches() -> Result<u64, String> {
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+        .map_err(|e| e.to_string())?;
+    let count = usage.voluntary_context_switches() + usage.involuntary_context_switches();
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
 fn usage(who: nix::sys::resource::UsageWho) -> Result<Duration, String> {
     let usage = nix::sys::resource::getrusage(who).map_err(|e| e.to_string())?;
     let to_duration = |t: nix::sys::time::TimeVal| {

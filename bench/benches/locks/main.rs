@@ -11,6 +11,7 @@
 //! fairness, overlaps, commands per acquisition), a quorum down, stopped nodes, and the watchdog
 //! renewing many locks.
 
+mod allocs;
 mod contended;
 mod cpu;
 mod lab;

@@ -206,6 +206,9 @@ impl Report<'_> {
                     num(m, "ops_per_s", 0),
                     raw,
                     peer,
+                    num(m, "cpu_us_per_pair", 1),
+                    num(m, "context_switches_per_pair", 1),
+                    num(m, "allocations_per_pair", 1),
                 ]
             })
             .collect();
@@ -214,7 +217,9 @@ impl Report<'_> {
              One task, a new key each time, {} measured lock + unlock pairs per run after {} \
              unmeasured ones; the implementations take turns in blocks of {} pairs, so each \
              sees the same moments of the machine. Latencies in µs; the ratios compare the pair \
-             p50.\n\n{}\n{}",
+             p50. What the process spent per pair, every thread included: CPU time (getrusage), \
+             context switches (voluntary and involuntary: a thread that waits, a thread \
+             preempted) and heap allocations (counted by the benchmark's global allocator).\n\n{}\n{}",
             self.sizes.uncontended_pairs,
             self.sizes.warm_up,
             uncontended::BLOCK,
@@ -229,7 +234,10 @@ impl Report<'_> {
                     "unlock p50",
                     "pairs/s",
                     "x raw-1",
-                    "x rslock-N"
+                    "x rslock-N",
+                    "CPU µs/pair",
+                    "switches/pair",
+                    "allocs/pair"
                 ],
                 &rows
             ),

@@ -39,6 +39,34 @@ struct Outcome {
     pairs: Vec<Duration>,
     locks: Vec<Duration>,
     unlocks: Vec<Duration>,
+    /// What the process spent on the pairs, every thread included.
+    cost: Cost,
+}
+
+/// Process-wide counters, summed over the blocks of one implementation.
+#[derive(Default, Clone, Copy)]
+struct Cost {
+    allocations: u64,
+    context_switches: u64,
+    cpu: Duration,
+}
+
+impl Cost {
+    fn now() -> Result<Self, String> {
+        Ok(Self {
+            allocations: crate::allocs::allocations(),
+            context_switches: crate::cpu::context_switches()?,
+            cpu: crate::cpu::process_cpu()?,
+        })
+    }
+
+    fn add_since(&mut self, start: Self) -> Result<(), String> {
+        let end = Self::now()?;
+        self.allocations += end.allocations.saturating_sub(start.allocations);
+        self.context_switches += end.context_switches.saturating_sub(start.context_switches);
+        self.cpu += end.cpu.saturating_sub(start.cpu);
+        Ok(())
+    }
 }
 
 impl Outcome {
@@ -55,6 +83,19 @@ impl Outcome {
         metrics.insert(
             "ops_per_s".into(),
             self.pairs.len() as f64 / busy.as_secs_f64(),
+        );
+        let pairs = self.pairs.len().max(1) as f64;
+        metrics.insert(
+            "allocations_per_pair".into(),
+            self.cost.allocations as f64 / pairs,
+        );
+        metrics.insert(
+            "context_switches_per_pair".into(),
+            self.cost.context_switches as f64 / pairs,
+        );
+        metrics.insert(
+            "cpu_us_per_pair".into(),
+            self.cost.cpu.as_secs_f64() * 1e6 / pairs,
         );
         metrics
     }
@@ -109,10 +150,17 @@ async fn pairs(
     count: usize,
     outcome: &mut Outcome,
 ) -> Result<(), String> {
-    for i in 0..count {
-        let key = format!("bench:unc:{spec}:{series}:{i}");
+    let keys: Vec<String> = (0..count)
+        .map(|i| format!("bench:unc:{spec}:{series}:{i}"))
+        .collect();
+    // Room for the samples, so that only the pairs allocate while counted.
+    for samples in [&mut outcome.pairs, &mut outcome.locks, &mut outcome.unlocks] {
+        samples.reserve(count);
+    }
+    let start = Cost::now()?;
+    for key in &keys {
         let started = Instant::now();
-        let handle = within(sizes.op_timeout, locker.lock(&key)).await?;
+        let handle = within(sizes.op_timeout, locker.lock(key)).await?;
         let locked = Instant::now();
         within(sizes.op_timeout, locker.unlock(handle)).await?;
         let unlocked = Instant::now();
@@ -120,5 +168,5 @@ async fn pairs(
         outcome.locks.push(locked - started);
         outcome.unlocks.push(unlocked - locked);
     }
-    Ok(())
+    outcome.cost.add_since(start)
 }

@@ -134,11 +134,10 @@ impl Link {
         request: Option<&Request>,
         timeout: Duration,
     ) -> (Placed, tokio::time::Instant, tokio::time::Instant) {
-        let (done, waiting) = oneshot::channel();
         let now = tokio::time::Instant::now();
         let deadline = later(now, timeout);
         let keep_until;
-        {
+        let waiting = {
             let mut state = self.state();
             match request {
                 Some(request) if request.is_releasing() => {
@@ -165,6 +164,8 @@ impl Link {
                 };
                 return (placed, deadline, keep_until);
             }
+            // Made only here: a request placed on the connection needs none.
+            let (done, waiting) = oneshot::channel();
             state.waiting.push_back(Waiting {
                 request: request.cloned(),
                 timeout,
@@ -174,7 +175,8 @@ impl Link {
                 return (Placed::Waiting(waiting), deadline, keep_until);
             }
             state.connecting = true;
-        }
+            waiting
+        };
         // Spawned outside the lock: with no runtime, the attempt fails the queue at once
         // (under the lock) without blaming the node.
         crate::finish_on_drop::finish_in_background(

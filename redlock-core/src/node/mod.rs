@@ -105,6 +105,11 @@ impl Node {
         &self.endpoint
     }
 
+    /// Whether it is a Redis Cluster member (it runs a script's cluster variant).
+    pub(crate) fn is_cluster_member(&self) -> bool {
+        self.link.cluster
+    }
+
     /// Whether the node's last request timed out (or its connection failed) and nothing was
     /// heard from it since: fan-outs with a majority of responsive nodes do not wait for it.
     pub(crate) fn is_unresponsive(&self) -> bool {
@@ -129,7 +134,7 @@ impl Node {
         call: &ScriptCall,
         timeout: Duration,
     ) -> impl Future<Output = Result<T, NodeError>> + Send + 'static {
-        let request = Request::Script(Arc::new(PreparedScript::new(call)));
+        let request = Request::Script(Arc::new(PreparedScript::new(call, self.link.cluster)));
         self.decoded(self.submit(&request, timeout))
     }
 

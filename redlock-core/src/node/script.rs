@@ -58,11 +58,12 @@ impl Variant {
 }
 
 impl PreparedScript {
-    pub(crate) fn new(call: &ScriptCall) -> Self {
+    /// Packs `call` for the nodes of a set: its cluster variant too only when some of them
+    /// (`to_cluster`) are Redis Cluster members.
+    pub(crate) fn new(call: &ScriptCall, to_cluster: bool) -> Self {
         Self {
             standalone: Variant::new(call, call.script_for(false)),
-            on_cluster: call
-                .has_cluster_variant()
+            on_cluster: (to_cluster && call.has_cluster_variant())
                 .then(|| Variant::new(call, call.script_for(true))),
             by_source: call.is_by_source(),
             releasing: call.is_releasing(),
