@@ -32,6 +32,20 @@ impl std::fmt::Display for RequestText<'_> {
     }
 }
 
+/// The key a final release leaves behind for a retry of the same request to find:
+/// `{lock key}:unlock:{request}`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Latch<'a> {
+    key: &'a str,
+    request: RequestText<'a>,
+}
+
+impl std::fmt::Display for Latch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:unlock:{}", self.key, self.request)
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) id: String,
@@ -158,6 +172,15 @@ impl Inner {
         })
     }
 
+    /// The latch key of request `id`'s release of the lock `key`, as it is written into the
+    /// request.
+    pub(crate) fn latch_arg<'a>(&'a self, key: &'a str, id: RequestId) -> Shown<Latch<'a>> {
+        Shown(Latch {
+            key,
+            request: self.request_arg(id).0,
+        })
+    }
+
     /// A new request id, as it is written into a request.
     pub(crate) fn new_request_arg(&self) -> Shown<RequestText<'_>> {
         self.request_arg(self.request_id())
@@ -180,3 +203,27 @@ impl Inner {
 /// The name (after the key prefix) of each node's fencing counter. No lock may have this name
 /// ([`InvalidArgument::ReservedName`]).
 pub const FENCE_COUNTER: &str = "fencing-counter";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redlock_core::redis::ToRedisArgs as _;
+
+    #[test]
+    fn a_request_id_is_written_as_the_client_and_its_number() {
+        let text = RequestText {
+            client: "9f0c",
+            id: RequestId(41),
+        };
+        assert_eq!(Shown(text).to_redis_args(), vec![b"9f0c:41".to_vec()]);
+        // The latch key a final release sets, and its retry looks up.
+        let latch = Shown(Latch {
+            key: "redlock:k",
+            request: text,
+        });
+        assert_eq!(
+            latch.to_redis_args(),
+            vec![b"redlock:k:unlock:9f0c:41".to_vec()]
+        );
+    }
+}

@@ -19,7 +19,7 @@ use redlock_core::{Error, LostReason};
 use crate::hold::{Hold, LeaseMode, Refusal, ReleasePlan};
 use crate::holds::{HoldGuard, Target};
 use crate::inner::Inner;
-use crate::lua::{Applied, Shown, UnlockReply, ABANDON, FORCE_UNLOCK, UNLOCK};
+use crate::lua::{Applied, UnlockReply, ABANDON, FORCE_UNLOCK, UNLOCK};
 use crate::wakeup::channel_of;
 
 /// What a release does when too few nodes answer it.
@@ -302,11 +302,7 @@ impl Flight {
         let call = unlock_script
             .call()
             .key(target.key())
-            .key(Shown(format_args!(
-                "{}:unlock:{}",
-                target.key(),
-                inner.request_arg(self.plan.request).0
-            )))
+            .key(inner.latch_arg(target.key(), self.plan.request))
             .arg(target.field_arg(Some(generation)))
             .arg(target.channel())
             .arg(inner.request_arg(self.plan.request))

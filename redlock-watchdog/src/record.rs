@@ -234,13 +234,17 @@ impl LeaseRecord {
     }
 
     /// Hands `arming` to the timer thread, taking back the one it replaces. Called without the
-    /// state's lock (the thread takes it to look at a record); a record that ended meanwhile
-    /// is looked at once more at that deadline, which finds nothing to do.
+    /// state's lock (the thread takes it to look at a record); if the record ended, was lost
+    /// or was armed again meanwhile (and so took back an arming not handed over yet), this one
+    /// is taken back too.
     fn arm_timer(self: &Arc<Self>, arming: Arming, replaced: Option<Arming>) {
         if let Some(replaced) = replaced {
             crate::deadline_timer::disarm(replaced);
         }
         crate::deadline_timer::arm(Arc::downgrade(self), arming);
+        if self.state().armed != Some(arming) {
+            crate::deadline_timer::disarm(arming);
+        }
     }
 
     /// The release was confirmed (or the hold never existed): the record is never lost, and

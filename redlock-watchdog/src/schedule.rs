@@ -40,6 +40,8 @@ struct Plan {
     /// The earliest lease-set instant among renewed holds when it planned, or of those seen
     /// changing since.
     earliest_set_at: Option<Instant>,
+    /// The paced retry it planned with, if the last round missed the majority.
+    retry_at: Option<Instant>,
 }
 
 impl Scheduler {
@@ -102,6 +104,7 @@ impl Scheduler {
         *plan = Plan {
             wake: Some(wake),
             earliest_set_at: earliest,
+            retry_at,
         };
         wake
     }
@@ -141,7 +144,10 @@ impl Scheduler {
     /// The plan keeps the earliest lease-set instant of the renewed holds it has seen since
     /// the task planned, so that each later hold is compared with the round the earliest one
     /// needs, not with its own (a hold that ended meanwhile only makes the round a little
-    /// early: the task plans again when it wakes).
+    /// early: the task plans again when it wakes). The slack is for the lead only: a hold set
+    /// earlier than any the plan knows wakes the task if its round comes before the planned
+    /// wake at all (an acquisition that began before the plan and was confirmed after it).
+    /// A paced retry holds rounds back as it did when the task planned.
     pub(crate) fn wake_if_sooner(&self, state: Option<Held>, holds: usize, now: Instant) {
         let mut plan = unpoisoned(self.plan.lock());
         let Some(wake) = plan.wake else {
@@ -149,11 +155,17 @@ impl Scheduler {
             return;
         };
         let set_at = self.set_at(state, now);
+        let sets_earliest =
+            set_at.is_some_and(|set_at| plan.earliest_set_at.is_none_or(|known| set_at < known));
         let earliest = [plan.earliest_set_at, set_at].into_iter().flatten().min();
         plan.earliest_set_at = earliest;
-        let slack = self.interval / 100;
+        let slack = if sets_earliest {
+            Duration::ZERO
+        } else {
+            self.interval / 100
+        };
         let round_sooner = self
-            .next_round(earliest, None, holds)
+            .next_round(earliest, plan.retry_at, holds)
             .is_some_and(|round| round + slack < wake);
         let lost_sooner = self
             .lost_deadline(state)
@@ -359,15 +371,47 @@ mod tests {
             !woken(),
             "a lock + unlock loop never wakes the renewal task"
         );
-        // Thousands taken since, the earliest seen 1 ms after the plan: a round over them
-        // needs a 200 ms lead (twice 20 µs a hold), so it must start before the planned wake.
-        // The latest hold alone would start it after (its own lease was set 150 ms after the
-        // plan): the earliest one decides.
+        // A hold whose acquisition began before the plan and was confirmed after it: its
+        // round comes 90 ms before the planned wake, within the slack, and must not be late.
+        let before_plan = start - SECOND * 90 / 1000;
+        scheduler.wake_if_sooner(held(&scheduler, before_plan, true), 1, start + SECOND / 100);
+        assert!(
+            woken(),
+            "a hold set before any the plan knows moves the round earlier"
+        );
+        // Thousands taken since a new plan for none, the earliest seen 1 ms after it: a round
+        // over them needs a 200 ms lead (twice 20 µs a hold), so it must start before the
+        // planned wake. The latest hold alone would start it after (its own lease was set
+        // 150 ms after the plan): the earliest one decides.
+        assert_eq!(scheduler.plan(Vec::new, None, start), start + 10 * SECOND);
+        let first = start + SECOND / 1000;
+        scheduler.wake_if_sooner(held(&scheduler, first, true), 1, first);
+        assert!(!woken());
         let late = start + SECOND * 150 / 1000;
         scheduler.wake_if_sooner(held(&scheduler, late, true), 5_000, late);
         assert!(
             woken(),
             "the round the earliest hold needs comes before the planned wake"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn while_a_retry_is_paced_a_change_to_a_hold_does_not_wake_the_task() {
+        let scheduler = scheduler();
+        let now = Instant::now();
+        tokio::time::advance(20 * SECOND).await;
+        let now_later = Instant::now();
+        let hold = held(&scheduler, now, true);
+        // The round for it is overdue, but the last one missed the majority: paced.
+        let retry_at = now_later + SECOND;
+        assert_eq!(
+            scheduler.plan(|| vec![hold], Some(retry_at), now_later),
+            retry_at
+        );
+        scheduler.wake_if_sooner(held(&scheduler, now, true), 2, now_later);
+        assert!(
+            scheduler.wake.notified().now_or_never().is_none(),
+            "the paced retry is the round it would have started anyway"
         );
     }
 

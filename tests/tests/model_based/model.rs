@@ -89,6 +89,11 @@ pub(crate) struct Hold {
     /// (A nested one stays counted until it is retried, even once the guards beside it are
     /// gone.)
     let_go: bool,
+    /// A guard's release behind a pending nested one answered `NoQuorum`: either the pending
+    /// one's retry found no majority (the guard gave the hold up; the nested acquisition stays
+    /// counted, lost) or it landed and the guard's own release then found none (the hold is
+    /// over). The owner's next answer tells which.
+    maybe_over: bool,
     /// When the longest fixed lease asked for runs out, at the earliest.
     fixed_end: Option<Instant>,
     /// The earliest the library may tell that lease lost: its end, less the margin a hold
@@ -403,7 +408,17 @@ impl Model {
         started: Instant,
         took: Took,
     ) -> Result<Option<u64>, String> {
-        let plan = self.plan(actor, lock);
+        let mut plan = self.plan(actor, lock);
+        let hold = &mut self.holds[actor][lock];
+        if matches!(plan, Plan::Lost(_))
+            && hold.maybe_over
+            && hold.count == 1
+            && matches!(took, Took::Granted { .. } | Took::Refused)
+        {
+            // The pending release had landed: the hold was over (see `Hold::maybe_over`).
+            *hold = Hold::default();
+            plan = Plan::New;
+        }
         match took {
             Took::Granted { token, signal, at } => {
                 if let Plan::Lost(reason) = plan {
@@ -614,6 +629,11 @@ impl Model {
             };
         }
         if let Some(reason) = hold.lost {
+            if hold.maybe_over && hold.count == 1 && matches!(outcome, Released::NotOwner(_)) {
+                // The pending release had landed: the hold was over (see `Hold::maybe_over`).
+                *hold = Hold::default();
+                return Ok(());
+            }
             let unwound = match outcome {
                 Released::LockLost(_) | Released::Dropped => true,
                 other => {
@@ -661,6 +681,7 @@ impl Model {
                 if guard.is_some() {
                     // Given up: the rest of the hold is lost.
                     hold.disturbed = true;
+                    hold.maybe_over |= finishes_pending && !hold.let_go;
                     let_go(hold);
                 } else {
                     hold.pending_unlock = true;
