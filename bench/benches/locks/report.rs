@@ -219,7 +219,9 @@ impl Report<'_> {
              sees the same moments of the machine. Latencies in µs; the ratios compare the pair \
              p50. What the process spent per pair, every thread included: CPU time (getrusage), \
              context switches (voluntary and involuntary: a thread that waits, a thread \
-             preempted) and heap allocations (counted by the benchmark's global allocator).\n\n{}\n{}",
+             preempted) and heap allocations (counted only in a run built with `--features \
+             alloc-counts`: the counting allocator's shared counters would tax the timed \
+             figures).\n\n{}\n{}",
             self.sizes.uncontended_pairs,
             self.sizes.warm_up,
             uncontended::BLOCK,

@@ -46,7 +46,8 @@ struct Outcome {
 /// Process-wide counters, summed over the blocks of one implementation.
 #[derive(Default, Clone, Copy)]
 struct Cost {
-    allocations: u64,
+    /// `None` unless the benchmark counts allocations (`--features alloc-counts`).
+    allocations: Option<u64>,
     context_switches: u64,
     cpu: Duration,
 }
@@ -62,7 +63,12 @@ impl Cost {
 
     fn add_since(&mut self, start: Self) -> Result<(), String> {
         let end = Self::now()?;
-        self.allocations += end.allocations.saturating_sub(start.allocations);
+        self.allocations = match (end.allocations, start.allocations) {
+            (Some(end), Some(start)) => {
+                Some(self.allocations.unwrap_or(0) + end.saturating_sub(start))
+            }
+            _ => None,
+        };
         self.context_switches += end.context_switches.saturating_sub(start.context_switches);
         self.cpu += end.cpu.saturating_sub(start.cpu);
         Ok(())
@@ -85,10 +91,9 @@ impl Outcome {
             self.pairs.len() as f64 / busy.as_secs_f64(),
         );
         let pairs = self.pairs.len().max(1) as f64;
-        metrics.insert(
-            "allocations_per_pair".into(),
-            self.cost.allocations as f64 / pairs,
-        );
+        if let Some(allocations) = self.cost.allocations {
+            metrics.insert("allocations_per_pair".into(), allocations as f64 / pairs);
+        }
         metrics.insert(
             "context_switches_per_pair".into(),
             self.cost.context_switches as f64 / pairs,
