@@ -220,17 +220,31 @@ impl LeaseRecord {
 
     /// Arms the timer thread for the deadline of the state just changed, if it comes before
     /// the one armed; returns the hold as it is now.
-    fn arm(self: &Arc<Self>, mut state: MutexGuard<'_, State>) -> Option<Held> {
+    fn arm(self: &Arc<Self>, state: MutexGuard<'_, State>) -> Option<Held> {
         let held = state.held();
         if let Some((at, _)) = state.deadline(&self.rule) {
             if state.armed.is_none_or(|armed| at < armed.at) {
-                let arming = Arming::new(at);
-                let earlier = state.armed.replace(arming);
-                drop(state);
-                self.arm_timer(arming, earlier);
+                self.rearm(state, at);
             }
         }
         held
+    }
+
+    /// Arms the timer thread for `at` in place of the arming the state has, if any.
+    fn rearm(self: &Arc<Self>, mut state: MutexGuard<'_, State>, at: Instant) {
+        let arming = Arming::new(at);
+        let replaced = state.armed.replace(arming);
+        drop(state);
+        self.arm_timer(arming, replaced);
+    }
+
+    /// Takes the state's arming back from the timer thread: the record is over.
+    fn disarm(mut state: MutexGuard<'_, State>) {
+        let armed = state.armed.take();
+        drop(state);
+        if let Some(armed) = armed {
+            crate::deadline_timer::disarm(armed);
+        }
     }
 
     /// Hands `arming` to the timer thread, taking back the one it replaces. Called without the
@@ -253,11 +267,7 @@ impl LeaseRecord {
         let mut state = self.state();
         if state.end == End::Live {
             state.end = End::Ended;
-            let armed = state.armed.take();
-            drop(state);
-            if let Some(armed) = armed {
-                crate::deadline_timer::disarm(armed);
-            }
+            Self::disarm(state);
         }
     }
 
@@ -282,11 +292,7 @@ impl LeaseRecord {
             return false;
         }
         state.end = End::Lost(reason);
-        let armed = state.armed.take();
-        drop(state);
-        if let Some(armed) = armed {
-            crate::deadline_timer::disarm(armed);
-        }
+        Self::disarm(state);
         redlock_core::telemetry::lost(reason);
         self.token.cancel();
         true
@@ -370,12 +376,7 @@ impl LeaseRecord {
                 drop(state);
                 self.lose(reason);
             }
-            Some((at, _)) => {
-                let arming = Arming::new(at);
-                state.armed = Some(arming);
-                drop(state);
-                self.arm_timer(arming, None);
-            }
+            Some((at, _)) => self.rearm(state, at),
         }
     }
 }
