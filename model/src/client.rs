@@ -27,6 +27,9 @@ pub struct Hold {
     pub releasing_final: bool,
     /// A release no majority answered, kept for the owner's retry.
     pub pending: bool,
+    /// The masters where that release's tries so far may have landed: each applied it, or
+    /// gave no answer.
+    pub maybe_applied: u8,
     /// The masters that granted the new hold by the time a majority decided it.
     pub granted_by: u8,
 }
@@ -242,8 +245,10 @@ impl Client {
     /// What this client knows and awaits of master `master`, comparable across masters.
     pub fn view_of(&self, master: usize) -> MasterView {
         let bit = |mask: u8| u8::from(has(mask, master));
-        let mut masks =
-            bit(self.hold.granted_by) | bit(self.tainted) << 1 | bit(self.overtaken) << 5;
+        let mut masks = bit(self.hold.granted_by)
+            | bit(self.tainted) << 1
+            | bit(self.overtaken) << 5
+            | bit(self.hold.maybe_applied) << 6;
         let (mut grant, mut written, mut left) = (None, None, None);
         match &self.op {
             Op::Idle => {}
@@ -275,6 +280,7 @@ impl Client {
             *mask = self::mask(order.iter().map(|&old| has(*mask, old)));
         };
         remask(&mut self.hold.granted_by);
+        remask(&mut self.hold.maybe_applied);
         remask(&mut self.tainted);
         remask(&mut self.overtaken);
         fn reorder<T: Clone>(values: &mut Vec<T>, order: &[usize]) {

@@ -34,11 +34,14 @@ pub enum Variant {
     /// majority can still hold it (some released, the rest not held, one silent) leave it
     /// undecided, and `unlock` fails with a majority of masters up.
     FinalReleaseNeedsMajorityReleased,
+    /// A retried final release counts every "not held" as refused, also where its earlier
+    /// try landed: its owner is told a valid hold was lost.
+    NotHeldAlwaysRefuses,
 }
 
 impl Variant {
     /// Every broken variant.
-    pub const BROKEN: [Variant; 10] = [
+    pub const BROKEN: [Variant; 11] = [
         Variant::NoWriteBack,
         Variant::NoValidityCheck,
         Variant::ReleaseOnlyBelievedLocked,
@@ -49,6 +52,7 @@ impl Variant {
         Variant::UndoOnlySeenGrants,
         Variant::HoldByOwnerOnly,
         Variant::FinalReleaseNeedsMajorityReleased,
+        Variant::NotHeldAlwaysRefuses,
     ];
 }
 

@@ -21,4 +21,6 @@ pub struct History {
     pub renewed: bool,
     /// A final release that a majority of masters answered timed out undecided.
     pub final_release_undecided: bool,
+    /// A release was decided refused (the hold lost) while its hold was still valid.
+    pub valid_hold_refused: bool,
 }

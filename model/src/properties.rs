@@ -23,6 +23,9 @@ pub const NEVER_COUNTED_UNWATCHED: &str = "no hold is counted but unwatched";
 /// A release a majority confirmed leaves no key of the hold on a master it reached.
 pub const RELEASE_LEAVES_NO_KEY: &str = "a confirmed release leaves no key where it ran";
 
+/// A release is told the hold was lost only when it was: never while the hold is valid.
+pub const NO_FALSE_LOSS: &str = "a release never reports a valid hold lost";
+
 /// A final release that a majority of masters answered is decided (Redlock's liveness: with a
 /// majority up, clients can release locks).
 pub const FINAL_RELEASE_DECIDED: &str = "a final release a majority answered is decided";
@@ -67,6 +70,9 @@ pub fn for_config(config: &Config) -> Vec<Property<System>> {
             believers(state) <= 1
         }));
         properties.push(Property::always(BELIEF_BACKED, belief_backed));
+        properties.push(Property::always(NO_FALSE_LOSS, |_, state: &State| {
+            !state.history.valid_hold_refused
+        }));
     } else {
         properties.push(Property::sometimes(REACH_OVERLAP, |_, state: &State| {
             believers(state) > 1

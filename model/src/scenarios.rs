@@ -178,6 +178,24 @@ pub fn reordered() -> Scenario {
     }
 }
 
+/// One client's final release lands on two masters whose replies wait on slow links; it times
+/// out and is retried.
+pub fn release_retry() -> Scenario {
+    Scenario {
+        name: "release-retry",
+        about: "1 client; a final release's replies held up on two slow links, the release retried",
+        config: Config {
+            locks: vec![1],
+            release_retries: 1,
+            faults: Faults {
+                slow_links: 2,
+                ..Faults::default()
+            },
+            ..base()
+        },
+    }
+}
+
 /// The scenarios CI checks.
 pub fn bounded() -> Vec<Scenario> {
     vec![
@@ -189,6 +207,7 @@ pub fn bounded() -> Vec<Scenario> {
         restart_empty(),
         long_pause(),
         reordered(),
+        release_retry(),
     ]
 }
 
@@ -267,6 +286,7 @@ pub fn catching(variant: Variant) -> (Scenario, &'static str) {
         Variant::UndoOnlySeenGrants => (contention(), FAILED_ATTEMPT_LEAVES_NO_KEY),
         Variant::FinalReleaseNeedsMajorityReleased => (contention(), FINAL_RELEASE_DECIDED),
         Variant::HoldByOwnerOnly => (reordered(), MUTUAL_EXCLUSION),
+        Variant::NotHeldAlwaysRefuses => (release_retry(), NO_FALSE_LOSS),
     };
     (scenario.with_variant(variant), property)
 }

@@ -92,14 +92,6 @@ pub enum Action {
         /// The master.
         master: usize,
     },
-    /// A master forgets a final release's latch (its TTL is ten per-node timeouts, shorter
-    /// than a lease: any moment after it is written).
-    ForgetLatch {
-        /// The master.
-        master: usize,
-        /// Whose latch.
-        client: usize,
-    },
     /// The second request queued on a link overtakes the first (on a Redis Cluster member).
     Overtake {
         /// The client.
@@ -276,11 +268,6 @@ impl System {
             {
                 actions.push(Action::Expire { master });
             }
-            for (client, latch) in m.latches.iter().enumerate() {
-                if latch.is_some() {
-                    actions.push(Action::ForgetLatch { master, client });
-                }
-            }
             if state.faults.restarts_with_data < config.faults.restarts_with_data {
                 actions.push(Action::Restart {
                     master,
@@ -436,7 +423,6 @@ impl System {
             Action::RenewTimeout { client } => self.decide_renewal(&mut next, client, true),
             Action::Tick => self.tick(&mut next),
             Action::Expire { master } => next.masters[master].lock = None,
-            Action::ForgetLatch { master, client } => next.masters[master].latches[client] = None,
             Action::SlowDown { client, master } => {
                 next.faults.slow_links += 1;
                 next.slow |= 1 << self.link(client, master);
@@ -573,6 +559,8 @@ impl System {
         }
         if c.hold.pending {
             c.retries_left -= 1;
+        } else {
+            c.hold.maybe_applied = 0;
         }
         let hold = c.hold.generation;
         let expected = c.hold.count;
@@ -900,6 +888,7 @@ impl System {
             lost: false,
             releasing_final: false,
             pending: false,
+            maybe_applied: 0,
             granted_by,
         };
     }
@@ -936,15 +925,31 @@ impl System {
         give_up: bool,
     ) {
         let quorum = self.config.quorum();
-        let released = answers
-            .iter()
-            .filter(|a| matches!(a, Some(Some(_))))
+        let now = state.now;
+        let hold = &state.clients[client].hold;
+        let count = hold.count;
+        // A final release's "not held" where an earlier try may have landed is that try, while
+        // the hold is valid (`count` in redlock-reentrant's unlock.rs).
+        let valid = !hold.lost && now < hold.valid_until;
+        let landed = if count == 1 && valid && self.config.variant != Variant::NotHeldAlwaysRefuses
+        {
+            hold.maybe_applied
+        } else {
+            0
+        };
+        let released = (0..self.config.masters)
+            .filter(|&m| match answers[m] {
+                Some(Some(_)) => true,
+                Some(None) => has(landed, m),
+                None => false,
+            })
             .count();
-        let refused = answers.iter().filter(|a| **a == Some(None)).count();
+        let refused = (0..self.config.masters)
+            .filter(|&m| answers[m] == Some(None) && !has(landed, m))
+            .count();
         let missing = (0..self.config.masters)
             .filter(|&m| has(asked, m) && answers[m].is_none())
             .count();
-        let count = state.clients[client].hold.count;
         let lost = released + missing < quorum || refused >= quorum;
         // A final release is done once every reply is in or timed out and no majority can
         // still hold it for this owner: only the silent masters might (`decide` in
@@ -977,6 +982,7 @@ impl System {
         }
         if lost {
             // A majority does not know the hold: it was lost before the release.
+            state.history.valid_hold_refused |= valid;
             c.op = Op::Idle;
             c.hold.pending = false;
             c.lose();
@@ -1001,8 +1007,12 @@ impl System {
             return;
         }
         // Kept for the owner's retry: a nested hold stays renewed; a final release stays
-        // watched until its lost deadline.
+        // watched until its lost deadline. The retry counts where this try may have landed:
+        // where it was applied, and where no answer came.
         c.hold.pending = true;
+        c.hold.maybe_applied |= (0..self.config.masters)
+            .filter(|&m| has(asked, m) && answers[m] != Some(None))
+            .fold(0, |mask, m| mask | 1 << m);
     }
 
     fn renew(&self, state: &mut State, client: usize) {

@@ -71,6 +71,16 @@ fn reordered_requests_hold() {
 }
 
 #[test]
+fn a_retried_release_holds() {
+    holds(scenarios::release_retry());
+}
+
+#[test]
+fn counting_every_not_held_as_refused_is_caught() {
+    caught(Variant::NotHeldAlwaysRefuses);
+}
+
+#[test]
 fn max_of_majority_tokens_without_write_back_are_caught() {
     caught(Variant::NoWriteBack);
 }

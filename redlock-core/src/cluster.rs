@@ -1,7 +1,7 @@
 //! Redis Cluster as one quorum member: the `redis+cluster://` URL form, and hash slots.
 //!
 //! A cluster member is one vote in the quorum, like a standalone master. Every key of one lock
-//! (its hash, release channel, unlock latches and fencing counter) carries the lock's hash tag,
+//! (its hash, release channel and fencing counter) carries the lock's hash tag,
 //! so each script runs on the one shard that owns the lock's slot.
 
 /// The URL schemes of a cluster member, and the scheme of each of its seed nodes.

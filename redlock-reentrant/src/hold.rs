@@ -77,11 +77,12 @@ pub(crate) struct Held {
 /// A release of a live hold that is not applied yet.
 #[derive(Debug)]
 struct PendingRelease {
-    /// Its request id: a retry reuses it, so nodes that applied it answer as before instead of
-    /// "not owner".
+    /// Its request id (the release's announcement): a retry is the same request.
     request: RequestId,
     /// Sent, and too few nodes answered: it may have landed anywhere.
     unanswered: bool,
+    /// The nodes where an earlier try may have been applied, for the retry's count.
+    maybe_applied: MaybeApplied,
     /// A final release went unanswered: its owner let go, and the hold is not renewed again
     /// while this release stands (retries included).
     let_go: bool,
@@ -139,12 +140,44 @@ pub(crate) struct ReleasePlan {
     pub(crate) request: RequestId,
     /// The hold count before the release.
     pub(crate) count: u32,
+    /// The nodes where an earlier try of this release may have been applied.
+    pub(crate) maybe_applied: MaybeApplied,
 }
 
 impl ReleasePlan {
     /// Whether this release frees the lock.
     pub(crate) fn is_final(&self) -> bool {
         self.count == 1
+    }
+}
+
+/// The nodes, by index, where earlier tries of one release may have been applied: each answered
+/// that it was, or gave no answer (a timeout, a broken connection, a reply not waited for). A
+/// retried final release finds no hold on such a node, and that "not held" is the release
+/// landing there, not the hold lost. A node past the 64th is always counted in: a "not held" it
+/// gives a retry of a live hold's final release counts as released, which is what the
+/// release ends in anyway (nothing of the hold is left there), and no more than a majority's
+/// loss (outside the promise) goes unreported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct MaybeApplied(u64);
+
+impl MaybeApplied {
+    /// Every node: a try that may have reached them all (one dropped half-way).
+    pub(crate) const ALL: Self = Self(u64::MAX);
+
+    /// Whether the release may have been applied on `node`.
+    pub(crate) fn contains(self, node: usize) -> bool {
+        node >= 64 || self.0 & (1 << node) != 0
+    }
+
+    /// These nodes and `node`.
+    #[must_use]
+    pub(crate) fn with(self, node: usize) -> Self {
+        if node >= 64 {
+            self
+        } else {
+            Self(self.0 | 1 << node)
+        }
     }
 }
 
@@ -315,6 +348,12 @@ impl Hold {
         })
     }
 
+    /// Whether the hold is held and its signal has not fired, as a look that changes nothing
+    /// (in the middle of an operation on it).
+    pub(crate) fn is_valid(&self) -> bool {
+        matches!(self, Hold::Held(held) if !held.is_lost())
+    }
+
     /// Whether the hold is live (held, its signal not fired).
     pub(crate) fn is_live(&mut self) -> bool {
         self.refresh();
@@ -361,13 +400,16 @@ impl Hold {
                     let pending = held.pending_unlock.get_or_insert_with(|| PendingRelease {
                         request: new_request(),
                         unanswered: false,
+                        maybe_applied: MaybeApplied::default(),
                         let_go: false,
                     });
                     pending.unanswered = false;
+                    let (request, maybe_applied) = (pending.request, pending.maybe_applied);
                     ReleasePlan {
                         generation: held.generation,
-                        request: pending.request,
+                        request,
                         count: held.count(),
+                        maybe_applied,
                     }
                 })
                 .expect("live")),
@@ -416,12 +458,13 @@ impl Hold {
     /// still holds it). A final one does not: its owner let go, so the hold is no longer
     /// renewed and ends with the validity it has (nobody may be left to retry, and the lock must
     /// not stay taken while the process lives); "not held" answers meanwhile are the release
-    /// landing, not a loss.
-    pub(crate) fn release_unanswered(&mut self) {
+    /// landing, not a loss. `maybe_applied`: where its tries so far may have been applied.
+    pub(crate) fn release_unanswered(&mut self, maybe_applied: MaybeApplied) {
         self.change(|held| {
             let last = held.count() == 1;
             if let Some(pending) = &mut held.pending_unlock {
                 pending.unanswered = true;
+                pending.maybe_applied = maybe_applied;
                 pending.let_go |= last;
             }
         });
@@ -693,7 +736,7 @@ mod tests {
             1,
             "still watched while the release is in flight"
         );
-        hold.release_unanswered();
+        hold.release_unanswered(MaybeApplied::default());
         assert!(
             matches!(&hold, Hold::Held(held) if !held.registration.is_renewed()),
             "its owner let go: no longer renewed, it ends with its validity"
@@ -711,7 +754,7 @@ mod tests {
 
         // Its owner let go: once its signal fires (here, its lease ran out unconfirmed), the
         // hold is over rather than lost-until-unwound.
-        hold.release_unanswered();
+        hold.release_unanswered(MaybeApplied::default());
         lose_elsewhere(&hold, LostReason::QuorumLost);
         assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
     }
@@ -741,7 +784,7 @@ mod tests {
         // A nested release in flight, then unanswered: the owner still holds, renewal goes on.
         hold.plan_release(None, || RequestId(7)).expect("held");
         assert_eq!(facts(&hold), renewed(ReleasePhase::None));
-        hold.release_unanswered();
+        hold.release_unanswered(MaybeApplied::default());
         assert_eq!(facts(&hold), renewed(ReleasePhase::None));
         hold.plan_release(None, || RequestId(8)).expect("held");
         assert_eq!(
@@ -751,7 +794,7 @@ mod tests {
         // The final release: sent pauses renewal (still renewed), unanswered ends it.
         hold.plan_release(None, || RequestId(9)).expect("held");
         assert_eq!(facts(&hold), renewed(ReleasePhase::Sending));
-        hold.release_unanswered();
+        hold.release_unanswered(MaybeApplied::default());
         assert_eq!(
             facts(&hold),
             LeaseFacts {
@@ -813,7 +856,7 @@ mod tests {
         let watchdog = watchdog();
         let (mut hold, _) = held(&watchdog, LeaseMode::Watchdog, 30);
         hold.plan_release(None, || RequestId(9)).expect("held");
-        hold.release_unanswered();
+        hold.release_unanswered(MaybeApplied::default());
         assert!(hold.owes_release());
         lose_elsewhere(&hold, LostReason::LeaseExpired);
         assert!(

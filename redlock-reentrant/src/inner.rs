@@ -32,20 +32,6 @@ impl std::fmt::Display for RequestText<'_> {
     }
 }
 
-/// The key a final release leaves behind for a retry of the same request to find:
-/// `{lock key}:unlock:{request}`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Latch<'a> {
-    key: &'a str,
-    request: RequestText<'a>,
-}
-
-impl std::fmt::Display for Latch<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:unlock:{}", self.key, self.request)
-    }
-}
-
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) id: String,
@@ -158,8 +144,8 @@ impl Inner {
     }
 
     /// A request id unique within this client: a counter. With the client's UUID
-    /// ([`Inner::request_arg`]) it is unique across every client: for unlock latches and
-    /// release messages, which must be unique, not secret (no syscall per id).
+    /// ([`Inner::request_arg`]) it is unique across every client: for release messages,
+    /// which must be unique, not secret (no syscall per id).
     pub(crate) fn request_id(&self) -> RequestId {
         RequestId(self.requests.fetch_add(1, Ordering::Relaxed))
     }
@@ -172,25 +158,9 @@ impl Inner {
         })
     }
 
-    /// The latch key of request `id`'s release of the lock `key`, as it is written into the
-    /// request.
-    pub(crate) fn latch_arg<'a>(&'a self, key: &'a str, id: RequestId) -> Shown<Latch<'a>> {
-        Shown(Latch {
-            key,
-            request: self.request_arg(id).0,
-        })
-    }
-
     /// A new request id, as it is written into a request.
     pub(crate) fn new_request_arg(&self) -> Shown<RequestText<'_>> {
         self.request_arg(self.request_id())
-    }
-
-    /// How long a final release is remembered for a retry of the same request: long enough for
-    /// `unlock`'s own retries and a caller's prompt retry after an error. It counts from when a
-    /// node ran the release, so a node that was paused remembers it for as long after resuming.
-    pub(crate) fn latch_ttl(&self) -> Duration {
-        (self.node_timeout() * 10).max(Duration::from_secs(1))
     }
 
     /// The per-node request timeout for a lock on the watchdog's lease (the configured one,
@@ -216,14 +186,5 @@ mod tests {
             id: RequestId(41),
         };
         assert_eq!(Shown(text).to_redis_args(), vec![b"9f0c:41".to_vec()]);
-        // The latch key a final release sets, and its retry looks up.
-        let latch = Shown(Latch {
-            key: "redlock:k",
-            request: text,
-        });
-        assert_eq!(
-            latch.to_redis_args(),
-            vec![b"redlock:k:unlock:9f0c:41".to_vec()]
-        );
     }
 }

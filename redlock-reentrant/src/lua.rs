@@ -27,7 +27,7 @@ macro_rules! announcing {
 }
 
 /// A script argument (or key) written straight into the request from its `Display` form, with
-/// no string of its own: the hold's field, a latch key.
+/// no string of its own: the hold's field, a request id.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Shown<D>(pub(crate) D);
 

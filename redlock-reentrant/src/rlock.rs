@@ -361,8 +361,8 @@ impl RLock {
     /// # Cancel safety
     ///
     /// An unlock, once called, always ends in a definite state: dropped at any await point,
-    /// it is completed in a spawned task (the same request is retried, so nodes that applied
-    /// it do not answer "not owner"); if no majority answers there either, the hold is given
+    /// it is completed in a spawned task (the same release is retried, and a node where the
+    /// dropped try may have landed is not taken for a lost hold); if no majority answers there either, the hold is given
     /// up (its lost signal fires, renewal stops, the lock is deleted where it can be and
     /// expires elsewhere).
     ///

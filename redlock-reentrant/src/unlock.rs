@@ -12,11 +12,10 @@ use std::sync::Arc;
 use std::task::{Context, Waker};
 
 use futures_util::StreamExt;
-use redlock_core::lock_kind::{FanOut, FinishOnDrop, ScriptCall, BATCHES_IN_FLIGHT};
-use redlock_core::quorum::lease_millis;
+use redlock_core::lock_kind::{FanOut, FinishOnDrop, ScriptCall, Slot, BATCHES_IN_FLIGHT};
 use redlock_core::{Error, LostReason};
 
-use crate::hold::{Hold, LeaseMode, Refusal, ReleasePlan};
+use crate::hold::{Hold, LeaseMode, MaybeApplied, Refusal, ReleasePlan};
 use crate::holds::{HoldGuard, Target};
 use crate::inner::Inner;
 use crate::lua::{Applied, UnlockReply, ABANDON, FORCE_UNLOCK, UNLOCK};
@@ -231,10 +230,10 @@ struct Flight {
 /// retrying the same request id; where nothing can be sent, the hold is given up at once.
 type InFlight = FinishOnDrop<Flight>;
 
-/// Sends the release until a majority decides it or the retries are spent. Each request
-/// carries an id that every node remembers with its answer for a short while: retrying after
-/// a lost reply (here, or in a later call after an error) gets the same answers instead of a
-/// false "not owner".
+/// Sends the release until a majority decides it or the retries are spent. A retry (here, or
+/// in a later call after an error) is the same request: a nested release applied before
+/// answers as before, and a final release's "not held" where an earlier try may have landed
+/// counts as released (see [`count`]), not as a false "not owner".
 async fn run(mut flight: InFlight, on_no_quorum: OnNoQuorum) -> (HoldGuard, Result<u32, Error>) {
     let outcome = flight.decide(on_no_quorum).await;
     (flight.disarm().hold, outcome)
@@ -302,28 +301,35 @@ impl Flight {
         let call = unlock_script
             .call()
             .key(target.key())
-            .key(inner.latch_arg(target.key(), self.plan.request))
             .arg(target.field_arg(Some(generation)))
             .arg(target.channel())
             .arg(inner.request_arg(self.plan.request))
-            .arg(lease_millis(inner.latch_ttl()))
             .arg(self.plan.count)
             .releasing();
-        let fan: FanOut<UnlockReply> = config
-            .retry
-            .retry(
-                || {
-                    inner
-                        .redlock
-                        .nodes()
-                        .run_script_until(&call, timeout, |fan| {
-                            verdict(fan, last) != Verdict::Undecided
-                        })
-                },
-                |fan| verdict(fan, last) == Verdict::Undecided,
-            )
-            .await;
-        match verdict(&fan, last) {
+        let mut backoff = config.retry.backoff();
+        let (fan, verdict) = loop {
+            let earlier = self.plan.maybe_applied;
+            // Dropped from here on, the try may have reached every node: the re-run counts so.
+            self.plan.maybe_applied = MaybeApplied::ALL;
+            let hold = &self.hold;
+            let judge =
+                |fan: &FanOut<UnlockReply>| verdict(fan, last, earlier, hold.state().is_valid());
+            let fan = inner
+                .redlock
+                .nodes()
+                .run_script_until(&call, timeout, |fan| judge(fan) != Verdict::Undecided)
+                .await;
+            self.plan.maybe_applied = after_try(earlier, fan.slots());
+            let verdict = judge(&fan);
+            if verdict != Verdict::Undecided {
+                break (fan, verdict);
+            }
+            match backoff.next_delay() {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => break (fan, verdict),
+            }
+        };
+        match verdict {
             Verdict::Released => {
                 let mode = self.mode;
                 let was_lost = !matches!(*self.hold(), Hold::Held(_));
@@ -348,7 +354,10 @@ impl Flight {
                 let err = Error::no_quorum(&target.name, fan.answered(), fan);
                 self.settled = true;
                 match on_no_quorum {
-                    OnNoQuorum::KeepHold => self.hold().release_unanswered(),
+                    OnNoQuorum::KeepHold => {
+                        let maybe_applied = self.plan.maybe_applied;
+                        self.hold().release_unanswered(maybe_applied);
+                    }
                     OnNoQuorum::GiveUp => {
                         let live = self.hold().give_up(LostReason::QuorumLost);
                         if live {
@@ -373,15 +382,63 @@ enum Verdict {
     Undecided,
 }
 
-fn verdict(fan: &FanOut<UnlockReply>, last: bool) -> Verdict {
+/// What one try of a release decides, as the answers stand.
+fn verdict(
+    fan: &FanOut<UnlockReply>,
+    last: bool,
+    maybe_applied: MaybeApplied,
+    valid: bool,
+) -> Verdict {
+    let (released, refused) = count(fan.slots(), last, maybe_applied, valid);
     decide(Tally {
-        released: fan.count(|reply| matches!(reply, UnlockReply::Left(_))),
-        refused: fan.count(|reply| *reply == UnlockReply::NotHeld),
+        released,
+        refused,
         unanswered: fan.unanswered(),
         in_flight: fan.in_flight(),
         quorum: fan.quorum(),
         last,
     })
+}
+
+/// Counts the nodes that released and refused one try of a release. A final release finds no
+/// hold on a node where an earlier try of it was applied (`maybe_applied`): there, while the
+/// hold is `valid` (its signal has not fired), "not held" is that earlier try landing and
+/// counts as released. Anywhere else, or once the hold is lost, it means what it says.
+fn count(
+    slots: &[Slot<UnlockReply>],
+    last: bool,
+    maybe_applied: MaybeApplied,
+    valid: bool,
+) -> (usize, usize) {
+    slots
+        .iter()
+        .enumerate()
+        .fold((0, 0), |(released, refused), (node, slot)| {
+            match slot.reply() {
+                Some(UnlockReply::Left(_)) => (released + 1, refused),
+                Some(UnlockReply::NotHeld) if last && valid && maybe_applied.contains(node) => {
+                    (released + 1, refused)
+                }
+                Some(UnlockReply::NotHeld) => (released, refused + 1),
+                None => (released, refused),
+            }
+        })
+}
+
+/// Where a release may have been applied after one more try: where earlier tries may have
+/// been, where this one was, and where it got no answer (a timeout, a broken connection, a
+/// reply not waited for). A "not held" is the one answer that says it was not.
+fn after_try(earlier: MaybeApplied, slots: &[Slot<UnlockReply>]) -> MaybeApplied {
+    slots
+        .iter()
+        .enumerate()
+        .fold(earlier, |maybe, (node, slot)| match slot {
+            Slot::Replied(UnlockReply::NotHeld) | Slot::NotAsked => maybe,
+            Slot::Replied(UnlockReply::Left(_))
+            | Slot::Failed(_)
+            | Slot::Pending
+            | Slot::Skipped => maybe.with(node),
+        })
 }
 
 /// What came back from a release, counted.
@@ -627,6 +684,46 @@ mod tests {
                 ..early
             }),
             Verdict::Refused
+        );
+    }
+
+    fn slots(replies: &[Option<UnlockReply>]) -> Vec<Slot<UnlockReply>> {
+        replies
+            .iter()
+            .map(|reply| reply.map_or(Slot::Pending, Slot::Replied))
+            .collect()
+    }
+
+    #[test]
+    fn a_retried_final_release_counts_not_held_as_released_where_an_earlier_try_may_have_landed() {
+        use UnlockReply::{Left, NotHeld};
+        // First try: node 0 applied it, node 1's reply was lost, node 2 said "not held" (the
+        // grant was on nodes 0 and 1 only), nodes 3 and 4 never answered.
+        let first = slots(&[Some(Left(0)), None, Some(NotHeld), None, None]);
+        let maybe = after_try(MaybeApplied::default(), &first);
+        assert_eq!(
+            (0..5).map(|node| maybe.contains(node)).collect::<Vec<_>>(),
+            [true, true, false, true, true]
+        );
+        // The retry finds nothing anywhere: where the first try may have landed, that is it
+        // landing; node 2 never held it.
+        let retry = slots(&[Some(NotHeld); 5]);
+        assert_eq!(count(&retry, true, maybe, true), (4, 1));
+        // A hold whose signal fired meanwhile: "not held" means what it says.
+        assert_eq!(count(&retry, true, maybe, false), (0, 5));
+        // A nested release applied before answers with the count it left, so a "not held"
+        // means the hold is gone.
+        assert_eq!(count(&retry, false, maybe, true), (0, 5));
+        // A first try: nothing may have landed before it.
+        assert_eq!(count(&retry, true, MaybeApplied::default(), true), (0, 5));
+        // A try dropped half-way may have reached every node, past the 64th too.
+        assert!((0..100).all(|node| MaybeApplied::ALL.contains(node)));
+        assert!(MaybeApplied::default().with(70).contains(70));
+        // "Not held" is the one answer that adds nothing.
+        assert_eq!(
+            after_try(maybe, &slots(&[Some(NotHeld); 5])),
+            maybe,
+            "a later \"not held\" does not take an earlier try back"
         );
     }
 

@@ -468,8 +468,8 @@ impl FaultRun {
         replay_hint(&self.config.name, self.config.seed, self.history.path())
     }
 
-    /// Lock hashes on every master now (latches and fencing counters are not locks; a node
-    /// that is down counts none).
+    /// Lock hashes on every master now (fencing counters are not locks; a node that is down
+    /// counts none).
     pub fn lock_keys_left(&self) -> usize {
         self.lock_keys_on(0..self.cluster.len())
     }

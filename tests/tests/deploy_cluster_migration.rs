@@ -29,6 +29,38 @@ fn refusals(cluster: &ShardedCluster, node: usize) -> u64 {
         .sum()
 }
 
+/// Moves `keys` from master `source` to master `target` (`MIGRATE`).
+fn migrate_keys(cluster: &ShardedCluster, source: usize, target: usize, keys: &[String]) {
+    let port = cluster.node(target).port();
+    let _: () = query(
+        cluster,
+        source,
+        redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(port)
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("KEYS")
+            .arg(keys),
+    );
+}
+
+/// Moves every key of `slot` still on master `source` to master `target`.
+fn migrate(cluster: &ShardedCluster, source: usize, target: usize, slot: i64) {
+    let keys: Vec<String> = query(
+        cluster,
+        source,
+        redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100),
+    );
+    if !keys.is_empty() {
+        migrate_keys(cluster, source, target, &keys);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_sent_while_the_locks_slot_migrates_runs_on_its_new_owner() {
     let cluster = ShardedCluster::start(3, 0);
@@ -66,13 +98,15 @@ async fn a_release_sent_while_the_locks_slot_migrates_runs_on_its_new_owner() {
                 .arg(owner),
         );
     };
-    // The migration begins; the lock's keys are still on the source.
+    // The migration begins, and the lock's hash moves first; the slot's other keys (its
+    // fencing counter) are still on the source.
     setslot(target, "IMPORTING", &source_id);
     setslot(source, "MIGRATING", &target_id);
+    migrate_keys(&cluster, source, target, std::slice::from_ref(&key));
     let refused_before = refusals(&cluster, source);
 
     let unlocking = tokio::spawn(async move { (lock.unlock().await, lock) });
-    // The source refuses the release (its latch key is not there: `TRYAGAIN`)...
+    // The source refuses the release (its key moved: `ASK`)...
     let refused = || refusals(&cluster, source) > refused_before;
     if !eventually_async(NODE_TIMEOUT / 2, refused).await {
         let done = unlocking.await.expect("task").0;
@@ -81,30 +115,9 @@ async fn a_release_sent_while_the_locks_slot_migrates_runs_on_its_new_owner() {
             error_counts(cluster.node(source))
         );
     }
-    // ... and the migration ends: every key of the slot moves, and every master learns the
-    // slot's new owner.
-    let keys: Vec<String> = query(
-        &cluster,
-        source,
-        redis::cmd("CLUSTER")
-            .arg("GETKEYSINSLOT")
-            .arg(slot)
-            .arg(100),
-    );
-    assert!(!keys.is_empty(), "the lock's keys are on the source");
-    let port = cluster.node(target).port();
-    let _: () = query(
-        &cluster,
-        source,
-        redis::cmd("MIGRATE")
-            .arg("127.0.0.1")
-            .arg(port)
-            .arg("")
-            .arg(0)
-            .arg(5000)
-            .arg("KEYS")
-            .arg(&keys),
-    );
+    // ... and the migration ends: the rest of the slot's keys move, and every master learns
+    // the slot's new owner.
+    migrate(&cluster, source, target, slot);
     for node in [target, source, 3 - source - target] {
         setslot(node, "NODE", &target_id);
     }

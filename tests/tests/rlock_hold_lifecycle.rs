@@ -45,7 +45,7 @@ async fn renewed(signal: &LostSignal) {
     assert!(moved, "not renewed within {WATCHDOG:?}");
 }
 
-/// Lock hashes named `key` on the running nodes (unlock latches are not locks).
+/// Lock hashes named `key` on the running nodes.
 fn lock_keys(cluster: &RedisCluster, key: &str) -> usize {
     (0..cluster.len())
         .filter(|&node| cluster.node(node).is_running())

@@ -32,11 +32,10 @@ fn script_calls(monitor: &Monitor, wanted: fn(&Command) -> bool) -> Vec<Command>
         .collect()
 }
 
-/// A release (`unlock.lua`): its second key is the request's latch.
+/// A release (`unlock.lua`): one key, then the hold field and the lock's channel (an undo has
+/// the count where a release has the channel).
 fn is_release(command: &Command) -> bool {
-    command
-        .get(4)
-        .is_some_and(|latch| latch.windows(8).any(|part| part == b":unlock:"))
+    command.len() == 8 && command[2] == b"1" && command[5].ends_with(b":released")
 }
 
 /// A new hold's attempt (`acquire.lua`, expected count 0): two keys, its hold field, the lease,
@@ -45,10 +44,10 @@ fn is_new_attempt(command: &Command) -> bool {
     command.len() == 10 && command[2] == b"2" && !is_release(command) && command[7] == b"0"
 }
 
-/// An undo (`undo.lua`): one key and four arguments (an attempt has two keys, a renewal batch
-/// one key and two arguments).
+/// An undo (`undo.lua`): one key and four arguments, the count after the field (an attempt
+/// has two keys, a renewal batch one key and two arguments).
 fn is_undo(command: &Command) -> bool {
-    command.len() == 8 && command[2] == b"1"
+    command.len() == 8 && command[2] == b"1" && !is_release(command)
 }
 
 /// Waits until `monitor` recorded a script call that `wanted` picks, and returns the first.
