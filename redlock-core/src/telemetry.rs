@@ -37,8 +37,8 @@ pub const LOST: &str = "redlock_lost_total";
 /// `timeout`, `connect`, `command` (an error reply or a broken connection), `not_replicated`
 /// (too few replicas acknowledged a write).
 pub const NODE_ERRORS: &str = "redlock_node_errors_total";
-/// Gauge: tasks of this process waiting for a lock another owner holds (subscribed to its
-/// release, between attempts).
+/// Gauge: tasks of this process waiting for a lock: in their client's line for it behind
+/// another task, or subscribed to its release between attempts.
 pub const WAITERS: &str = "redlock_waiters";
 /// Gauge: lock channels this process is subscribed to (one per lock with local waiters, per
 /// client).

@@ -12,6 +12,7 @@ use redlock_core::{Error, LostReason, OwnerToken};
 use redlock_watchdog::lock_kind::GiveUp;
 
 use crate::fencing::choose_token;
+use crate::gate::Ticket;
 use crate::hold::{new_generation, AcquirePlan, Grant, LeaseMode};
 use crate::holds::{HoldGuard, Target};
 use crate::inner::Inner;
@@ -33,11 +34,13 @@ pub(crate) enum Outcome {
 }
 
 /// Makes one attempt. Holds this owner's hold for the whole attempt, and for its undo if the
-/// attempt is dropped half-way.
+/// attempt is dropped half-way. A new hold granted takes the task's `turn` in the client's
+/// line with it (see `gate`).
 pub(crate) async fn attempt(
     inner: &Arc<Inner>,
     target: &Target,
     mode: LeaseMode,
+    turn: &mut Option<Ticket>,
 ) -> Result<Outcome, Error> {
     inner.check_open()?;
     let timing = match mode {
@@ -173,7 +176,8 @@ pub(crate) async fn attempt(
                 match registration.take() {
                     Some(registration) => {
                         inner.counters.new_hold(written_back);
-                        Some(state.acquired_new(registration, generation, token, mode, valid))
+                        let turn = turn.take();
+                        Some(state.acquired_new(registration, generation, token, mode, valid, turn))
                     }
                     // Nested: `None` when the hold was given up just now, where nothing could
                     // be sent.

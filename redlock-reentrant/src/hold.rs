@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use redlock_core::telemetry::HoldClock;
 
+use crate::gate::{Holding, Ticket};
 use crate::inner::RequestId;
 
 use redlock_watchdog::lock_kind::{GiveUp, LeaseFacts, Registration, ReleasePhase};
@@ -72,6 +73,9 @@ pub(crate) struct Held {
     pending_unlock: Option<PendingRelease>,
     /// Records how long the hold lasted when it ends (released, lost or shut down).
     _clock: HoldClock,
+    /// Its turn in the client's line for the lock: dropped with the hold, it lets the next
+    /// task of the client through. `None` for a hold granted outside the line.
+    _turn: Option<Holding>,
 }
 
 /// A release of a live hold that is not applied yet.
@@ -315,7 +319,9 @@ impl Hold {
         token: u64,
         mode: LeaseMode,
         (lease, valid_until): (Duration, Instant),
+        turn: Option<Ticket>,
     ) -> Grant {
+        let signal = turn.as_ref().map(|_| registration.lost_signal());
         let held = Held {
             generation,
             token,
@@ -323,6 +329,7 @@ impl Hold {
             registration,
             pending_unlock: None,
             _clock: HoldClock::start(),
+            _turn: turn.zip(signal).map(|(turn, signal)| turn.holding(signal)),
         };
         held.registration.set(held.facts());
         held.registration.confirmed(valid_until, lease);
@@ -346,6 +353,16 @@ impl Hold {
             held.registration.confirmed(valid_until, lease);
             held.grant()
         })
+    }
+
+    /// Whether this owner's next acquisition asks for a new hold: nothing is held, or what is
+    /// held is over (a hold lost, or a fixed lease run out). A look that changes nothing.
+    pub(crate) fn needs_turn(&self) -> bool {
+        match self {
+            Hold::Free => true,
+            Hold::Held(held) => held.is_lost(),
+            Hold::Lost(lost) => lost.reason() == LostReason::LeaseExpired,
+        }
     }
 
     /// Whether the hold is held and its signal has not fired, as a look that changes nothing
@@ -620,6 +637,7 @@ mod tests {
             7,
             mode,
             valid(secs),
+            None,
         );
         (hold, grant)
     }
@@ -918,6 +936,7 @@ mod tests {
             7,
             LeaseMode::Fixed(Duration::from_millis(1)),
             (Duration::from_millis(1), Instant::now()),
+            None,
         );
         assert_eq!(grant.lost.reason(), Some(LostReason::LeaseExpired));
         let mut unlocked = Hold::Free;
@@ -935,6 +954,7 @@ mod tests {
             8,
             LeaseMode::Fixed(Duration::from_millis(1)),
             (Duration::from_millis(1), Instant::now()),
+            None,
         );
         assert_eq!(again.plan_acquire(), Ok(AcquirePlan::New));
     }
@@ -965,6 +985,7 @@ mod tests {
                 8,
                 LeaseMode::Watchdog,
                 valid(30),
+                None,
             );
             (hold, grant)
         };

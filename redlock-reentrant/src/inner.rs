@@ -11,6 +11,7 @@ use redlock_watchdog::lock_kind::{Registration, RenewScript};
 use redlock_watchdog::Watchdog;
 
 use crate::fencing_stats::FencingCounters;
+use crate::gate::Gates;
 use crate::holds::{Holds, Target};
 use crate::lua::Shown;
 use crate::wakeup::Wakeups;
@@ -39,6 +40,8 @@ pub(crate) struct Inner {
     pub(crate) watchdog: Watchdog,
     pub(crate) wakeups: Wakeups,
     pub(crate) holds: Arc<Holds>,
+    /// Each lock's line of this client's tasks that want a new hold of it.
+    pub(crate) gates: Arc<Gates>,
     /// The timings of requests on the watchdog's lease (every release, undo and inspection).
     pub(crate) timing: Timing,
     /// The nodes' fencing counter shared by every lock, or `None` with a Redis Cluster member,
@@ -65,6 +68,7 @@ impl Inner {
             watchdog,
             wakeups,
             holds: Arc::default(),
+            gates: Arc::default(),
             shared_fence_key,
             closed: AtomicBool::new(false),
             requests: AtomicU64::new(0),

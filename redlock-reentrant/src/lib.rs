@@ -60,6 +60,7 @@ mod consensus;
 mod env;
 mod fencing;
 mod fencing_stats;
+mod gate;
 mod guard;
 mod hold;
 mod holds;

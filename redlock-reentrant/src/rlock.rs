@@ -64,6 +64,18 @@ use crate::{Error, LockClient, LockGuard, LockOwner};
 /// renewed; a final one is not renewed any more (its owner let go), so the lock frees within
 /// the lease it has even if nobody retries.
 ///
+/// # Waiting, and who goes first
+///
+/// The tasks of one [`LockClient`](crate::LockClient) that wait for the same lock take turns
+/// in the order they asked (first come, first served), and only the task whose turn it is asks
+/// the nodes: while one of them holds the lock, the others send nothing, and its release hands
+/// the lock to the next with one attempt. A task that gives up (its wait ran out, its future
+/// was dropped) passes its turn on; a holder whose lost signal fired, or whose fixed lease ran
+/// out, holds up nobody, even before it lets go. A nested acquisition of a hold its owner has
+/// does not queue. Between clients (other processes) the lock is not fair, as Redisson's
+/// `RLock` is not: waiters elsewhere wake on the release's announcement and the first
+/// majority wins.
+///
 /// # Owners, tasks and concurrent futures
 ///
 /// The owner is the current tokio task. Inside `Runtime::block_on` (no task), it is the
@@ -220,7 +232,8 @@ impl RLock {
     /// (`Duration::MAX` waits as long as it takes). `lease`: `None` for the watchdog lease
     /// (renewed), `Some` for a fixed one. Returns whether the lock was taken.
     ///
-    /// With `wait` zero it makes one attempt. On N > 1 nodes, rivals trying at the very same
+    /// With `wait` zero it makes one attempt, or none when another task of this client holds
+    /// the lock or waits for it first (it answers `false` at once). On N > 1 nodes, rivals trying at the very same
     /// moment can split the votes so that none gets a majority: each undoes its partial grants
     /// and, with time left to wait, tries again after a short jittered pause, so one of them
     /// wins. For "exactly one of these runs", give a small wait rather than zero.

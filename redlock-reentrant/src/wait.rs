@@ -1,5 +1,6 @@
-//! Waiting for a lock: attempts until acquired, sleeping between them until a release is
-//! announced (see `wakeup`), the holder's lease runs out, or a paced retry is due.
+//! Waiting for a lock: a turn in the client's line (see `gate`), then attempts until acquired,
+//! sleeping between them until a release is announced (see `wakeup`), the holder's lease runs
+//! out, or a paced retry is due.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,13 +13,16 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::acquire::{attempt, Outcome};
+use crate::gate::{Admission, Ticket};
 use crate::hold::{Grant, LeaseMode};
 use crate::holds::Target;
 use crate::inner::Inner;
 use crate::wakeup::Subscription;
 
 /// Attempts until acquired, or until `wait` (if any) has passed while the lock is held by
-/// someone else. Between attempts it sleeps until a release is announced or the holder's
+/// someone else. A new hold waits for its turn in the client's line for the lock first (see
+/// `gate`): while another task of this client holds or asks for the lock, it asks the nodes
+/// nothing, and with no `wait` left it answers at once. Between attempts it sleeps until a release is announced or the holder's
 /// lease runs out, whichever comes first; after a split vote, a short jittered pause; once
 /// a release was heard and a majority still names a holder, a recheck that starts at a
 /// per-node timeout and doubles, until the next release restarts it.
@@ -72,7 +76,34 @@ async fn wait_for_grant(
     // and that failed again goes back to it rather than spending another retry, so the pauses
     // still add up to what the policy promises, however often waiters are woken.
     let mut interrupted_pause: Option<Instant> = None;
+    // This task's place in the client's line for the lock, while it asks for a new hold.
+    let mut ticket: Option<Ticket> = None;
     loop {
+        if needs_turn(inner, target) {
+            if ticket.is_none()
+                && left() == Some(Duration::ZERO)
+                && inner.gates.is_busy(target.key())
+            {
+                // Another task of this client holds the lock or waits for it first.
+                return Ok(None);
+            }
+            let place = ticket
+                .get_or_insert_with(|| inner.gates.join(&target.hold.key, &target.hold.owner));
+            let admitted = match deadline {
+                Some(Some(deadline)) => tokio::time::timeout_at(deadline, place.admitted())
+                    .await
+                    .ok(),
+                _ => Some(place.admitted().await),
+            };
+            match admitted {
+                None => return Ok(None),
+                Some(Admission::Turn) => {}
+                // Its owner holds the lock now: a nested acquisition needs no turn.
+                Some(Admission::Nested) => ticket = None,
+            }
+        } else {
+            ticket = None;
+        }
         // Listen before trying, so a release between the attempt and the sleep still wakes us.
         let mut notified = waiting
             .subscription
@@ -86,11 +117,8 @@ async fn wait_for_grant(
         // may not have reached the masters that refuse this attempt yet.
         let since = previous_start.replace(started).unwrap_or(started);
         let resumable = interrupted_pause.take();
-        let (fallback, rechecking) = match attempt(inner, target, mode).await {
-            Ok(Outcome::Acquired(grant)) => {
-                waiting.owes_wakeup = false;
-                return Ok(Some(grant));
-            }
+        let (fallback, rechecking) = match attempt(inner, target, mode, &mut ticket).await {
+            Ok(Outcome::Acquired(grant)) => return Ok(Some(grant)),
             Ok(Outcome::Expired) => continue,
             Ok(Outcome::Held { ttl }) => {
                 retries.reset();
@@ -124,10 +152,7 @@ async fn wait_for_grant(
                 // ends the pause early: the masters may be answering again.
                 tokio::select! {
                     biased;
-                    () = heard(notified) => {
-                        waiting.owes_wakeup = true;
-                        interrupted_pause = Some(until);
-                    }
+                    () = heard(notified) => interrupted_pause = Some(until),
                     () = tokio::time::sleep_until(until) => {}
                 }
                 continue;
@@ -152,9 +177,7 @@ async fn wait_for_grant(
         };
         tokio::select! {
             biased;
-            () = heard(notified) => {
-                waiting.owes_wakeup = true;
-            }
+            () = heard(notified) => {}
             () = sleep => {
                 if rechecking {
                     recheck = recheck.map(|pause| pause.saturating_mul(2));
@@ -162,6 +185,15 @@ async fn wait_for_grant(
             }
         }
     }
+}
+
+/// Whether this owner's next acquisition of the lock asks for a new hold, and so takes its turn
+/// in the client's line: a nested one does not (its owner holds the lock already).
+fn needs_turn(inner: &Inner, target: &Target) -> bool {
+    inner
+        .holds
+        .get(&target.hold)
+        .is_none_or(|cell| cell.state().needs_turn())
 }
 
 /// Resolves when the subscription wakes this waiter (a release, or the subscription confirmed
@@ -173,24 +205,15 @@ async fn heard(notified: Option<Pin<Box<Notified<'_>>>>) {
     }
 }
 
-/// A waiter's subscription, and whether it took a wake-up that it has not turned into a grant.
-/// A release wakes one waiter of this client; if that waiter then leaves without the lock (its
-/// wait ran out, it failed, or it was dropped), the wake-up goes on to the next one, so the
-/// others do not sleep through a release that freed the lock.
+/// A waiter's subscription. A release wakes one waiter of this client: the task whose turn it
+/// is in the client's line for the lock (see `gate`). If it then leaves without the lock (its
+/// wait ran out, it failed, or it was dropped), its turn passes to the next task in line,
+/// which asks the nodes at once: no wake-up is lost with it.
 #[derive(Default)]
 struct Waiting {
     subscription: Option<Subscription>,
-    owes_wakeup: bool,
     /// This task in the waiters gauge, from its subscription on.
     counted: Option<GaugeUnit>,
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        if let (true, Some(subscription)) = (self.owes_wakeup, &self.subscription) {
-            subscription.notify().notify_one();
-        }
-    }
 }
 
 /// The first look again after a release that did not free the lock: 1 to 1.5 per-node

@@ -165,3 +165,39 @@ async fn a_dropped_waiter_leaves_no_subscription_and_no_hold() {
     assert!(lock.try_lock(Duration::ZERO, None).await.expect("free"));
     lock.unlock().await.expect("unlock");
 }
+
+/// A task of the same client that holds the lock on a fixed lease and never lets go keeps
+/// nobody waiting past that lease: the next task in the client's line watches the holder's
+/// lost signal, not only its release. A task whose wait runs out while in line leaves it, and
+/// the other still gets its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_task_in_line_goes_when_the_holders_fixed_lease_runs_out() {
+    let cluster = RedisCluster::start(3);
+    let client = client(&cluster).await;
+    let lease = Duration::from_millis(500);
+    let holder = client.get_lock("line-lease");
+    holder.lock_with_lease(lease).await.expect("held");
+    let signal = holder.lost_signal().expect("the holder's signal");
+
+    // In line too, and gives up before the lease ends.
+    let impatient = spawn_waiter(client.get_lock("line-lease"), Duration::from_millis(50));
+    let patient = {
+        let lock = client.get_lock("line-lease");
+        tokio::spawn(async move {
+            lock.lock().await.expect("lock");
+            lock.unlock().await
+        })
+    };
+    let (gave_up, _) = impatient.await.expect("task");
+    assert!(
+        !gave_up.expect("try_lock"),
+        "held for the whole of its wait"
+    );
+    // Bounded by the test harness only: without the signal watch it never returns.
+    let released = tokio::time::timeout(LEASE, patient)
+        .await
+        .expect("the next in line goes once the holder's lease ran out")
+        .expect("task");
+    released.expect("acquired and released");
+    assert!(signal.is_lost(), "the holder's lease ran out");
+}
