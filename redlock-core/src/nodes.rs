@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt as _;
 use redis::FromRedisValue;
 
 use crate::node::{NodeOptions, PreparedScript, Request};
@@ -166,7 +167,9 @@ impl NodeSet {
             } else {
                 replies.push(Slot::Pending);
                 let reply = node.submit(request, timeout);
-                awaited.push(async move { (index, reply.await) });
+                // A map, not an async block: the block would keep the reply's future twice
+                // (once captured, once awaited), doubling every fan-out's future.
+                awaited.push(reply.map(move |reply| (index, reply)));
             }
         }
         let mut fan = FanOut {

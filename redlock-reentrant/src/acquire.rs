@@ -31,6 +31,9 @@ pub(crate) enum Outcome {
     /// This owner's fixed lease had run out under the nested attempt: the hold is over, and
     /// the next attempt starts a new one at once.
     Expired,
+    /// A new hold is wanted (this owner's hold ended since the caller looked) and the caller
+    /// has no turn in the client's line: nothing was sent; it takes its turn first.
+    NeedsTurn,
 }
 
 /// Makes one attempt. Holds this owner's hold for the whole attempt, and for its undo if the
@@ -53,13 +56,15 @@ pub(crate) async fn attempt(
     let forced_epoch = inner.holds.force_epoch();
     if hold.state().owes_release() {
         // A release this owner could not complete comes first: its caller has moved on.
-        hold = crate::unlock::finish_pending(inner, target, hold).await?;
+        // Boxed: a whole release, rarely needed, would otherwise grow every attempt's future.
+        hold = Box::pin(crate::unlock::finish_pending(inner, target, hold)).await?;
     }
     let plan = hold
         .state()
         .plan_acquire()
         .map_err(|reason| Error::lock_lost(&target.name, reason))?;
     let (expected, generation) = match plan {
+        AcquirePlan::New if turn.is_none() => return Ok(Outcome::NeedsTurn),
         AcquirePlan::New => (0, new_generation()),
         AcquirePlan::Nested {
             expected,

@@ -90,12 +90,14 @@ impl Line {
             if !own {
                 return None;
             }
-            self.waiting.remove(position);
+            self.leave(position);
             return Some(Admission::Nested);
         }
         if position != 0 {
             return None;
         }
+        // The next in line needs no wake-up: the turn just taken is not over, and its grant
+        // (`Ticket::holding`) wakes the front to watch the holder's signal.
         let waiter = self.waiting.pop_front().expect("found above");
         self.turn = Some(Turn {
             id,
@@ -103,6 +105,15 @@ impl Line {
             held: None,
         });
         Some(Admission::Turn)
+    }
+
+    /// Takes the waiter at `position` out of the line; from the front, the next one is woken:
+    /// its turn may have come, or it has a holder's signal to watch now.
+    fn leave(&mut self, position: usize) {
+        self.waiting.remove(position);
+        if position == 0 {
+            self.wake(None);
+        }
     }
 
     /// Wakes the front of the line (its turn may have come), and with `owner`, every waiter
@@ -216,10 +227,7 @@ impl Drop for Place {
         {
             let mut line = self.line();
             if let Some(position) = line.waiting.iter().position(|w| w.id == self.id) {
-                line.waiting.remove(position);
-                if position == 0 {
-                    line.wake(None);
-                }
+                line.leave(position);
             }
             line.end_turn(self.id);
         }
@@ -391,5 +399,95 @@ mod tests {
             "still behind the second"
         );
         assert_eq!(second.admitted().await, Admission::Turn);
+    }
+
+    /// A watchdog on a node nobody listens on, for lease records: nothing is sent.
+    fn watchdog() -> redlock_watchdog::Watchdog {
+        let config = redlock_core::RedlockConfig::with_nodes(["redis://127.0.0.1:1"]);
+        let redlock = redlock_core::Redlock::new(config).expect("config");
+        redlock_watchdog::Watchdog::start(redlock, redlock_watchdog::WatchdogConfig::default())
+            .expect("watchdog")
+    }
+
+    fn registration(
+        watchdog: &redlock_watchdog::Watchdog,
+    ) -> redlock_watchdog::lock_kind::Registration {
+        let script = redlock_watchdog::lock_kind::RenewScript::new(&crate::lua::RENEW);
+        watchdog.register(script, "k", OwnerToken::new())
+    }
+
+    #[tokio::test]
+    async fn a_granted_turn_stays_with_the_hold_and_its_owners_other_tasks_go_nested() {
+        let watchdog = watchdog();
+        let gates = Arc::new(Gates::default());
+        let key: Arc<str> = Arc::from("k");
+        let x = owner("x");
+        let mut first = gates.join(&key, &x);
+        let mut same_owner = gates.join(&key, &x);
+        let mut other = gates.join(&key, &owner("y"));
+        assert_eq!(first.admitted().await, Admission::Turn);
+        assert_eq!(soon(same_owner.admitted()).await, None, "not granted yet");
+        let hold = registration(&watchdog);
+        let holding = first.holding(hold.lost_signal());
+        assert_eq!(same_owner.admitted().await, Admission::Nested);
+        drop(same_owner);
+        assert_eq!(soon(other.admitted()).await, None, "x holds the lock");
+        drop(holding);
+        assert_eq!(other.admitted().await, Admission::Turn);
+    }
+
+    /// Records whether it was woken.
+    #[derive(Default)]
+    struct Woken(std::sync::atomic::AtomicBool);
+
+    impl std::task::Wake for Woken {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// The front of the line watches the holder's signal: a hold that is lost is over for the
+    /// line though its holder keeps it (a fixed lease left to run out). Here the waiter becomes
+    /// the front when a task of the holder's owner leaves for a nested acquisition, after the
+    /// grant: it is woken then, to watch the signal from there on.
+    #[tokio::test]
+    async fn a_lost_hold_lets_the_next_task_through_though_its_holder_keeps_it() {
+        let watchdog = watchdog();
+        let gates = Arc::new(Gates::default());
+        let key: Arc<str> = Arc::from("k");
+        let x = owner("x");
+        let mut first = gates.join(&key, &x);
+        let mut same_owner = gates.join(&key, &x);
+        let mut other = gates.join(&key, &owner("y"));
+        assert_eq!(first.admitted().await, Admission::Turn);
+        let hold = registration(&watchdog);
+        let holding = first.holding(hold.lost_signal());
+
+        let woken = Arc::new(Woken::default());
+        let waker = std::task::Waker::from(Arc::clone(&woken));
+        let mut waiting = Box::pin(other.admitted());
+        let polled = std::future::Future::poll(
+            waiting.as_mut(),
+            &mut std::task::Context::from_waker(&waker),
+        );
+        assert!(polled.is_pending(), "behind the holder's own task");
+        assert_eq!(same_owner.admitted().await, Admission::Nested);
+        assert!(
+            woken.0.load(std::sync::atomic::Ordering::SeqCst),
+            "the new front is woken"
+        );
+        drop(same_owner);
+        hold.declare_lost(redlock_core::LostReason::QuorumLost);
+        assert_eq!(
+            waiting.await,
+            Admission::Turn,
+            "the lost hold holds up nobody"
+        );
+        assert!(gates.is_busy("k"), "the next task has its turn");
+        drop(other);
+        assert!(!gates.is_busy("k"), "a lost hold counts for nothing");
+        assert_eq!(gates.len(), 1, "the lost hold is still in line...");
+        drop(holding);
+        assert_eq!(gates.len(), 0, "...until its holder lets go");
     }
 }

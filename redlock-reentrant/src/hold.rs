@@ -75,7 +75,7 @@ pub(crate) struct Held {
     _clock: HoldClock,
     /// Its turn in the client's line for the lock: dropped with the hold, it lets the next
     /// task of the client through. `None` for a hold granted outside the line.
-    _turn: Option<Holding>,
+    turn: Option<Holding>,
 }
 
 /// A release of a live hold that is not applied yet.
@@ -158,29 +158,39 @@ impl ReleasePlan {
 /// The nodes, by index, where earlier tries of one release may have been applied: each answered
 /// that it was, or gave no answer (a timeout, a broken connection, a reply not waited for). A
 /// retried final release finds no hold on such a node, and that "not held" is the release
-/// landing there, not the hold lost. A node past the 64th is always counted in: a "not held" it
-/// gives a retry of a live hold's final release counts as released, which is what the
-/// release ends in anyway (nothing of the hold is left there), and no more than a majority's
-/// loss (outside the promise) goes unreported.
+/// landing there, not the hold lost. The nodes past the 64th count as one: any of them in, all
+/// of them in (a "not held" counted as released where the release did not land is no more than
+/// a loss outside the promise left unreported: nothing of the hold is left there either way).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct MaybeApplied(u64);
+pub(crate) struct MaybeApplied {
+    first: u64,
+    rest: bool,
+}
 
 impl MaybeApplied {
     /// Every node: a try that may have reached them all (one dropped half-way).
-    pub(crate) const ALL: Self = Self(u64::MAX);
+    pub(crate) const ALL: Self = Self {
+        first: u64::MAX,
+        rest: true,
+    };
 
     /// Whether the release may have been applied on `node`.
     pub(crate) fn contains(self, node: usize) -> bool {
-        node >= 64 || self.0 & (1 << node) != 0
+        match 1u64.checked_shl(u32::try_from(node).unwrap_or(u32::MAX)) {
+            Some(bit) => self.first & bit != 0,
+            None => self.rest,
+        }
     }
 
     /// These nodes and `node`.
     #[must_use]
     pub(crate) fn with(self, node: usize) -> Self {
-        if node >= 64 {
-            self
-        } else {
-            Self(self.0 | 1 << node)
+        match 1u64.checked_shl(u32::try_from(node).unwrap_or(u32::MAX)) {
+            Some(bit) => Self {
+                first: self.first | bit,
+                ..self
+            },
+            None => Self { rest: true, ..self },
         }
     }
 }
@@ -329,7 +339,7 @@ impl Hold {
             registration,
             pending_unlock: None,
             _clock: HoldClock::start(),
-            _turn: turn.zip(signal).map(|(turn, signal)| turn.holding(signal)),
+            turn: turn.zip(signal).map(|(turn, signal)| turn.holding(signal)),
         };
         held.registration.set(held.facts());
         held.registration.confirmed(valid_until, lease);
@@ -365,8 +375,9 @@ impl Hold {
         }
     }
 
-    /// Whether the hold is held and its signal has not fired, as a look that changes nothing
-    /// (in the middle of an operation on it).
+    /// Whether the hold is held and its signal has not fired, as a look that leaves the hold
+    /// as it is (in the middle of an operation on it; past its deadline, the read fires the
+    /// signal, as any read of it does).
     pub(crate) fn is_valid(&self) -> bool {
         matches!(self, Hold::Held(held) if !held.is_lost())
     }
@@ -475,7 +486,8 @@ impl Hold {
     /// still holds it). A final one does not: its owner let go, so the hold is no longer
     /// renewed and ends with the validity it has (nobody may be left to retry, and the lock must
     /// not stay taken while the process lives); "not held" answers meanwhile are the release
-    /// landing, not a loss. `maybe_applied`: where its tries so far may have been applied.
+    /// landing, not a loss; the hold gives up its turn in the client's line. `maybe_applied`:
+    /// where its tries so far may have been applied.
     pub(crate) fn release_unanswered(&mut self, maybe_applied: MaybeApplied) {
         self.change(|held| {
             let last = held.count() == 1;
@@ -483,6 +495,11 @@ impl Hold {
                 pending.unanswered = true;
                 pending.maybe_applied = maybe_applied;
                 pending.let_go |= last;
+            }
+            if last {
+                // Its owner let go: the client's other tasks may ask the nodes (the release
+                // may well have landed) rather than wait for this hold's deadline.
+                held.turn = None;
             }
         });
     }

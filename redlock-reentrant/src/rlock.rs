@@ -71,8 +71,10 @@ use crate::{Error, LockClient, LockGuard, LockOwner};
 /// the nodes: while one of them holds the lock, the others send nothing, and its release hands
 /// the lock to the next with one attempt. A task that gives up (its wait ran out, its future
 /// was dropped) passes its turn on; a holder whose lost signal fired, or whose fixed lease ran
-/// out, holds up nobody, even before it lets go. A nested acquisition of a hold its owner has
-/// does not queue. Between clients (other processes) the lock is not fair, as Redisson's
+/// out, holds up nobody, even before it lets go; nor does one whose final unlock no majority
+/// answered (its owner let go). A nested acquisition of a hold its owner has does not queue. A
+/// `lock` future polled once and then neither polled nor dropped keeps its place, as a tokio
+/// `Mutex::lock` future does: drop what you no longer await. Between clients (other processes) the lock is not fair, as Redisson's
 /// `RLock` is not: waiters elsewhere wake on the release's announcement and the first
 /// majority wins.
 ///

@@ -78,8 +78,11 @@ async fn wait_for_grant(
     let mut interrupted_pause: Option<Instant> = None;
     // This task's place in the client's line for the lock, while it asks for a new hold.
     let mut ticket: Option<Ticket> = None;
+    // An attempt found that a new hold is wanted though the look below saw a hold of this
+    // owner's: the next pass takes its turn whatever it sees.
+    let mut turn_wanted = false;
     loop {
-        if needs_turn(inner, target) {
+        if std::mem::take(&mut turn_wanted) || needs_turn(inner, target) {
             if ticket.is_none()
                 && left() == Some(Duration::ZERO)
                 && inner.gates.is_busy(target.key())
@@ -120,6 +123,10 @@ async fn wait_for_grant(
         let (fallback, rechecking) = match attempt(inner, target, mode, &mut ticket).await {
             Ok(Outcome::Acquired(grant)) => return Ok(Some(grant)),
             Ok(Outcome::Expired) => continue,
+            Ok(Outcome::NeedsTurn) => {
+                turn_wanted = true;
+                continue;
+            }
             Ok(Outcome::Held { ttl }) => {
                 retries.reset();
                 splits.reset();

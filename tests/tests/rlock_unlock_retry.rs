@@ -1,10 +1,11 @@
 //! A retried unlock whose first replies were lost does not report a false "not owner" or a
 //! false loss.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use redlock_reentrant::{Error, LockClient};
-use redlock_testkit::RedisCluster;
+use redlock_testkit::{eventually_async, Fault, FaultProxy, RedisCluster};
 use redlock_tests::released_everywhere;
 
 /// Room for a busy machine's stalls (with the default retries on top) while every node runs;
@@ -103,4 +104,55 @@ async fn a_guard_release_no_majority_answers_gives_the_hold_up() {
     );
     assert_eq!(lock.hold_count().await.expect("count"), 1);
     again.unlock().await.expect("released");
+}
+
+/// An unlock dropped once its release ran on every node (the replies held up on the way back)
+/// is finished in the background, and its retry counts the nodes the dropped try reached: the
+/// retry runs behind the first try on each connection, every node says "not held", and that
+/// is the release landing, not the hold lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_dropped_once_it_ran_completes_as_a_release_not_a_loss() {
+    let cluster = RedisCluster::start(3);
+    let mut proxies = Vec::new();
+    for port in cluster.ports() {
+        let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        proxies.push(FaultProxy::start(upstream).await.expect("proxy"));
+    }
+    let client = LockClient::builder()
+        .nodes(proxies.iter().map(FaultProxy::url))
+        // Long beside the hand-offs below on a busy machine: no reply is given up.
+        .node_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .expect("client");
+    // An explicit owner: the unlock runs in the test's own task all the same.
+    let owner = client.new_owner();
+    let lock = client.get_lock("dropped-unlock").with_owner(&owner);
+    lock.lock().await.expect("lock");
+    let signal = lock.lost_signal().expect("the hold's signal");
+
+    for proxy in &proxies {
+        proxy.set(Fault::HoldReplies);
+    }
+    let applied = eventually_async(Duration::from_secs(10), || {
+        cluster.count_keys("redlock:dropped-unlock") == 0
+    });
+    tokio::select! {
+        released = lock.unlock() => panic!("no reply can come back: {released:?}"),
+        applied = applied => assert!(applied, "the release never ran"),
+    }
+    // Dropped: finished in the background, behind the first try on each connection.
+    for proxy in &proxies {
+        proxy.set(Fault::Pass);
+    }
+    assert!(
+        redlock_reentrant::cleanups_settled(DEFAULT_LEASE).await,
+        "the release finished in the background"
+    );
+    assert!(
+        !signal.is_lost(),
+        "released, not lost: {:?}",
+        signal.reason()
+    );
+    assert!(matches!(lock.unlock().await, Err(Error::NotOwner { .. })));
 }

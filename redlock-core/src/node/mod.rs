@@ -24,6 +24,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use redis::{Cmd, FromRedisValue, Value};
 
 use crate::{NodeAddress, NodeError, NodeErrorKind, ScriptCall};
@@ -161,12 +162,8 @@ impl Node {
         reply: impl Future<Output = Result<Value, NodeErrorKind>> + Send + 'static,
     ) -> impl Future<Output = Result<T, NodeError>> + Send + 'static {
         let link = Arc::clone(&self.link);
-        async move {
-            reply
-                .await
-                .and_then(decode)
-                .map_err(|kind| link.error(kind))
-        }
+        // A map, not an async block, which would keep the reply's future twice.
+        reply.map(move |reply| reply.and_then(decode).map_err(|kind| link.error(kind)))
     }
 
     /// The error of this node with `kind`.
