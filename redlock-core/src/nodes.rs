@@ -1,6 +1,7 @@
 //! The fan-out: one request to every node in parallel, each bounded by the per-node timeout,
 //! and the per-node outcomes with the quorum verdict.
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt as _;
 use redis::FromRedisValue;
+use smallvec::SmallVec;
 
 use crate::node::{NodeOptions, PreparedScript, Request};
 use crate::quorum::majority;
@@ -78,12 +80,12 @@ impl NodeSet {
     /// their place before anything sent later. Dropping the future abandons the replies; a
     /// request a connection has not written yet is then skipped. A caller that changes state
     /// must undo it when dropped (see [`crate::FinishOnDrop`]).
-    pub async fn run_script<T: FromRedisValue>(
-        &self,
+    pub fn run_script<'a, T: FromRedisValue + 'a>(
+        &'a self,
         call: &ScriptCall,
         timeout: Duration,
-    ) -> FanOut<T> {
-        self.run_script_until(call, timeout, |_| false).await
+    ) -> impl Future<Output = FanOut<T>> + 'a {
+        self.run_script_until(call, timeout, |_| false)
     }
 
     /// Runs a script on every node at once, each within `timeout`, and returns as soon as
@@ -98,13 +100,13 @@ impl NodeSet {
     /// # Cancel safety
     ///
     /// As [`NodeSet::run_script`].
-    pub async fn run_script_until<T: FromRedisValue>(
-        &self,
+    pub fn run_script_until<'a, T: FromRedisValue + 'a>(
+        &'a self,
         call: &ScriptCall,
         timeout: Duration,
-        decided: impl Fn(&FanOut<T>) -> bool,
-    ) -> FanOut<T> {
-        self.run_script_on(call, timeout, |_| true, decided).await
+        decided: impl Fn(&FanOut<T>) -> bool + 'a,
+    ) -> impl Future<Output = FanOut<T>> + 'a {
+        self.run_script_on(call, timeout, |_| true, decided)
     }
 
     /// Runs a script on the nodes for which `ask(node index)` is true, at once, each within
@@ -115,16 +117,19 @@ impl NodeSet {
     /// # Cancel safety
     ///
     /// As [`NodeSet::run_script`].
-    pub async fn run_script_on<T: FromRedisValue>(
-        &self,
+    pub fn run_script_on<'a, T: FromRedisValue + 'a>(
+        &'a self,
         call: &ScriptCall,
         timeout: Duration,
-        ask: impl Fn(usize) -> bool,
-        decided: impl Fn(&FanOut<T>) -> bool,
-    ) -> FanOut<T> {
+        ask: impl Fn(usize) -> bool + 'a,
+        decided: impl Fn(&FanOut<T>) -> bool + 'a,
+    ) -> impl Future<Output = FanOut<T>> + 'a {
+        // Plain functions around one async one: each async layer would hold the fan-out's
+        // future once more, and every caller's future with it. The call is packed here, when
+        // the future is made; nothing is sent before its first poll.
         let to_cluster = self.nodes.iter().any(Node::is_cluster_member);
         let request = Request::Script(Arc::new(PreparedScript::new(call, to_cluster)));
-        self.fan_out(&request, timeout, ask, decided).await
+        self.fan_out(request, timeout, ask, decided)
     }
 
     /// Runs one command on every node at once, each within `timeout`, waiting for every reply.
@@ -132,14 +137,18 @@ impl NodeSet {
     /// # Cancel safety
     ///
     /// As [`NodeSet::run_script`].
-    pub async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, timeout: Duration) -> FanOut<T> {
+    pub fn query<'a, T: FromRedisValue + 'a>(
+        &'a self,
+        cmd: &redis::Cmd,
+        timeout: Duration,
+    ) -> impl Future<Output = FanOut<T>> + 'a {
         let request = Request::Command(Arc::new(cmd.clone()));
-        self.fan_out(&request, timeout, |_| true, |_| false).await
+        self.fan_out(request, timeout, |_| true, |_| false)
     }
 
     async fn fan_out<T: FromRedisValue>(
         &self,
-        request: &Request,
+        request: Request,
         timeout: Duration,
         ask: impl Fn(usize) -> bool,
         decided: impl Fn(&FanOut<T>) -> bool,
@@ -148,7 +157,8 @@ impl NodeSet {
         let quorum = self.quorum();
         // With a majority answering, a node that stopped answering is not waited on; one
         // reading of the flags decides both the count and which nodes are skipped.
-        let unresponsive: Vec<bool> = self.nodes.iter().map(Node::is_unresponsive).collect();
+        let unresponsive: SmallVec<[bool; 16]> =
+            self.nodes.iter().map(Node::is_unresponsive).collect();
         let responsive = unresponsive.iter().filter(|flag| !**flag).count();
         let skip_unresponsive = responsive >= quorum;
         let mut replies = Vec::with_capacity(self.nodes.len());
@@ -161,12 +171,12 @@ impl NodeSet {
             } else if skip_unresponsive && unresponsive[index] {
                 node.probe(timeout);
                 if request.is_releasing() {
-                    unawaited.push(node.submit(request, timeout));
+                    unawaited.push(node.submit(&request, timeout));
                 }
                 replies.push(Slot::Skipped);
             } else {
                 replies.push(Slot::Pending);
-                let reply = node.submit(request, timeout);
+                let reply = node.submit(&request, timeout);
                 // A map, not an async block: the block would keep the reply's future twice
                 // (once captured, once awaited), doubling every fan-out's future.
                 awaited.push(reply.map(move |reply| (index, reply)));

@@ -108,23 +108,16 @@ pub(crate) async fn attempt(
     let granted = fan.count(AcquireReply::granted);
     // Where the attempt may have applied: granted, or sent with no answer to tell (a node
     // skipped as unresponsive was not sent it).
-    let landed: Vec<bool> = fan
-        .slots()
-        .iter()
-        .map(|slot| match slot {
-            Slot::Replied(reply) => reply.granted(),
-            Slot::NotAsked | Slot::Skipped => false,
-            #[cfg(feature = "sabotage")]
-            _ if crate::sabotage::undo_only_seen_grants() => false,
-            Slot::Failed(_) | Slot::Pending => true,
-        })
-        .collect();
+    // Read off the fan-out where they are needed, not collected.
+    let landed = |node: usize| match &fan.slots()[node] {
+        Slot::Replied(reply) => reply.granted(),
+        Slot::NotAsked | Slot::Skipped => false,
+        #[cfg(feature = "sabotage")]
+        _ if crate::sabotage::undo_only_seen_grants() => false,
+        Slot::Failed(_) | Slot::Pending => true,
+    };
     // Where it was seen to land: the undo waits for these nodes only.
-    let seen: Vec<bool> = fan
-        .slots()
-        .iter()
-        .map(|slot| slot.reply().is_some_and(AcquireReply::granted))
-        .collect();
+    let seen = |node: usize| fan.slots()[node].reply().is_some_and(AcquireReply::granted);
     let started = fan.started();
     let in_time = |elapsed: Duration| timing.validity(elapsed).is_some();
     let granted_in_time = granted >= fan.quorum() && in_time(fan.elapsed());
@@ -145,7 +138,17 @@ pub(crate) async fn attempt(
                         Slot::Replied(AcquireReply::NewHold { .. })
                     )
                 };
-                write_back_token(inner, target, &field, &candidates, timeout, granted_new).await
+                // Boxed, as the undo below: rare paths, which would otherwise make every
+                // attempt's future (and its callers') larger, and every move of it slower.
+                Box::pin(write_back_token(
+                    inner,
+                    target,
+                    &field,
+                    &candidates,
+                    timeout,
+                    granted_new,
+                ))
+                .await
             }
             // A hold being re-entered always has its token.
             AcquirePlan::Nested { .. } => {
@@ -161,7 +164,7 @@ pub(crate) async fn attempt(
         forced: plan == AcquirePlan::New && inner.holds.forced_since(forced_epoch),
         lost: plan != AcquirePlan::New && !guard.hold().state().is_live(),
         in_time: in_time(started.elapsed()),
-        could_have_held: landed.iter().filter(|landed| **landed).count() >= fan.quorum(),
+        could_have_held: (0..fan.nodes()).filter(|node| landed(*node)).count() >= fan.quorum(),
     });
     let (announce, then) = match decision {
         Decision::Grant {
@@ -202,9 +205,7 @@ pub(crate) async fn attempt(
     };
     // Undo wherever the attempt landed (a grant may have lost its reply). If this await is
     // dropped, the guard undoes.
-    guard
-        .undo(|node| landed[node], |node| seen[node], announce)
-        .await;
+    Box::pin(guard.undo(landed, seen, announce)).await;
     let hold = guard.disarm().hold;
     drop(registration);
     match then {

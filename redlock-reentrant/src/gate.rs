@@ -151,20 +151,29 @@ impl Line {
 }
 
 impl Gates {
-    /// Joins the line of lock `key` as `owner`.
+    /// Joins the line of lock `key` as `owner`: its turn at once if nobody is in it.
     pub(crate) fn join(self: &Arc<Self>, key: &Arc<str>, owner: &OwnerToken) -> Ticket {
         let gate = Arc::clone(self.lines.entry(Arc::clone(key)).or_default().value());
-        let id = {
+        let (id, admitted) = {
             let mut line = gate.line();
             let id = line.next_id;
             line.next_id += 1;
-            line.waiting.push_back(Waiter {
-                id,
-                owner: owner.clone(),
-                waker: None,
-                _counted: GaugeUnit::new(telemetry::WAITERS),
-            });
-            id
+            let free = line.waiting.is_empty() && line.turn.as_ref().is_none_or(|t| !t.is_live());
+            if free {
+                line.turn = Some(Turn {
+                    id,
+                    owner: owner.clone(),
+                    held: None,
+                });
+            } else {
+                line.waiting.push_back(Waiter {
+                    id,
+                    owner: owner.clone(),
+                    waker: None,
+                    _counted: GaugeUnit::new(telemetry::WAITERS),
+                });
+            }
+            (id, free)
         };
         Ticket {
             place: Place {
@@ -173,7 +182,7 @@ impl Gates {
                 gate: Some(gate),
                 id,
             },
-            admitted: false,
+            admitted,
         }
     }
 

@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlock_core::telemetry::HoldClock;
+use smallvec::SmallVec;
 
 use crate::gate::{Holding, Ticket};
 use crate::inner::RequestId;
@@ -67,7 +68,7 @@ pub(crate) struct Held {
     generation: u64,
     token: u64,
     /// One entry per live acquisition, oldest first: how many there are is the hold count.
-    leases: Vec<LeaseMode>,
+    leases: SmallVec<[LeaseMode; 2]>,
     registration: Registration,
     /// A release planned and not applied yet: sent, or sent and not answered by a majority.
     pending_unlock: Option<PendingRelease>,
@@ -335,7 +336,7 @@ impl Hold {
         let held = Held {
             generation,
             token,
-            leases: vec![mode],
+            leases: smallvec::smallvec![mode],
             registration,
             pending_unlock: None,
             _clock: HoldClock::start(),

@@ -26,7 +26,11 @@ impl HoldKey {
     /// or overtaken in a Redis Cluster member's queue) never counts for, or deletes, a later
     /// hold of the same owner: to the nodes, that is another holder.
     pub(crate) fn field(&self, generation: u64) -> OwnerToken {
-        OwnerToken::from_string(self.field_arg(Some(generation)).0.to_string())
+        use std::fmt::Write as _;
+        // Sized once (the owner, `:`, at most 20 digits): no growth on the way.
+        let mut field = String::with_capacity(self.owner.as_str().len() + 21);
+        let _ = write!(field, "{}", self.field_arg(Some(generation)).0);
+        OwnerToken::from_string(field)
     }
 
     /// The field of this owner's hold of `generation`, to write into a request as it is sent;

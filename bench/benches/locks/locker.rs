@@ -56,11 +56,6 @@ impl Spec {
     pub(crate) fn rslock_peer(self) -> Spec {
         Spec::new(Kind::Rslock, self.nodes)
     }
-
-    /// Whether it waits by polling (for the commands-per-acquisition comparison).
-    pub(crate) fn polls(self) -> bool {
-        matches!(self.kind, Kind::Raw | Kind::Rslock)
-    }
 }
 
 impl fmt::Display for Spec {
