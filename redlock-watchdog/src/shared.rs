@@ -1,7 +1,7 @@
 //! What the watchdog's handles, registrations and renewal task share: the registered holds,
 //! how each changes, and the timetable every change is checked against.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -22,7 +22,7 @@ pub(crate) struct Shared {
     pub(crate) timing: Timing,
     /// The records of the holds watched now: shared with their registrations, which remove
     /// them when they go.
-    pub(crate) entries: DashMap<u64, Arc<LeaseRecord>>,
+    pub(crate) entries: Entries,
     /// Shared with the renewal task, which sleeps on it without keeping the registry alive.
     pub(crate) scheduler: Arc<Scheduler>,
     pub(crate) counters: Counters,
@@ -38,7 +38,7 @@ impl Shared {
             timing,
             redlock,
             config,
-            entries: DashMap::new(),
+            entries: Entries::default(),
             counters: Counters::default(),
             next_id: AtomicU64::new(0),
             shutdown: CancellationToken::new(),
@@ -112,5 +112,40 @@ impl Shared {
 impl Drop for Shared {
     fn drop(&mut self) {
         self.shutdown.cancel();
+    }
+}
+
+/// The records of the holds watched now, by registration id, and how many there are: every
+/// hold change reads the count, and a map's own count locks each of its shards in turn.
+#[derive(Debug, Default)]
+pub(crate) struct Entries {
+    map: DashMap<u64, Arc<LeaseRecord>>,
+    count: AtomicUsize,
+}
+
+impl Entries {
+    fn insert(&self, id: u64, record: Arc<LeaseRecord>) {
+        if self.map.insert(id, record).is_none() {
+            self.count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Removes hold `id`'s record, if it is still here.
+    pub(crate) fn remove(&self, id: &u64) -> Option<(u64, Arc<LeaseRecord>)> {
+        let removed = self.map.remove(id);
+        if removed.is_some() {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
+    }
+
+    /// How many holds are watched.
+    pub(crate) fn len(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Every watched hold's record.
+    pub(crate) fn iter(&self) -> dashmap::iter::Iter<'_, u64, Arc<LeaseRecord>> {
+        self.map.iter()
     }
 }
