@@ -486,7 +486,18 @@ mod tests {
             "the new front is woken"
         );
         drop(same_owner);
+        // Now the front, it looks again and watches the holder's signal.
+        woken.0.store(false, std::sync::atomic::Ordering::SeqCst);
+        let polled = std::future::Future::poll(
+            waiting.as_mut(),
+            &mut std::task::Context::from_waker(&waker),
+        );
+        assert!(polled.is_pending(), "the holder's hold is live");
         hold.declare_lost(redlock_core::LostReason::QuorumLost);
+        assert!(
+            woken.0.load(std::sync::atomic::Ordering::SeqCst),
+            "the holder's signal wakes the front"
+        );
         assert_eq!(
             waiting.await,
             Admission::Turn,

@@ -125,8 +125,11 @@ pub(crate) struct Entries {
 
 impl Entries {
     fn insert(&self, id: u64, record: Arc<LeaseRecord>) {
-        if self.map.insert(id, record).is_none() {
-            self.count.fetch_add(1, Ordering::Relaxed);
+        // Counted first: a remove racing with this insert (a shutdown that finds the entry at
+        // once) must never take the count below the map's size.
+        self.count.fetch_add(1, Ordering::Relaxed);
+        if self.map.insert(id, record).is_some() {
+            self.count.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
