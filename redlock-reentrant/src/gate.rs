@@ -343,6 +343,7 @@ pub(crate) struct Holding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{registration, watchdog};
 
     fn owner(name: &str) -> OwnerToken {
         OwnerToken::from_string(name.to_string())
@@ -408,21 +409,6 @@ mod tests {
             "still behind the second"
         );
         assert_eq!(second.admitted().await, Admission::Turn);
-    }
-
-    /// A watchdog on a node nobody listens on, for lease records: nothing is sent.
-    fn watchdog() -> redlock_watchdog::Watchdog {
-        let config = redlock_core::RedlockConfig::with_nodes(["redis://127.0.0.1:1"]);
-        let redlock = redlock_core::Redlock::new(config).expect("config");
-        redlock_watchdog::Watchdog::start(redlock, redlock_watchdog::WatchdogConfig::default())
-            .expect("watchdog")
-    }
-
-    fn registration(
-        watchdog: &redlock_watchdog::Watchdog,
-    ) -> redlock_watchdog::lock_kind::Registration {
-        let script = redlock_watchdog::lock_kind::RenewScript::new(&crate::lua::RENEW);
-        watchdog.register(script, "k", OwnerToken::new())
     }
 
     #[tokio::test]

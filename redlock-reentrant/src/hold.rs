@@ -625,17 +625,8 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use redlock_core::{OwnerToken, Redlock, RedlockConfig};
-    use redlock_watchdog::lock_kind::RenewScript;
-    use redlock_watchdog::{Watchdog, WatchdogConfig};
-
-    /// A watchdog on a node nobody listens on: nothing here sends anything, and what the
-    /// renewal task tries fails quietly.
-    fn watchdog() -> Watchdog {
-        let redlock =
-            Redlock::new(RedlockConfig::with_nodes(["redis://127.0.0.1:1"])).expect("config");
-        Watchdog::start(redlock, WatchdogConfig::default()).expect("watchdog")
-    }
+    use crate::test_support::{registration, watchdog};
+    use redlock_watchdog::Watchdog;
 
     fn later(secs: u64) -> Instant {
         Instant::now() + Duration::from_secs(secs)
@@ -650,7 +641,7 @@ mod tests {
         let mut hold = Hold::Free;
         assert_eq!(hold.plan_acquire(), Ok(AcquirePlan::New));
         let grant = hold.acquired_new(
-            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
+            registration(watchdog),
             new_generation(),
             7,
             mode,
@@ -949,7 +940,7 @@ mod tests {
         let watchdog = watchdog();
         let mut hold = Hold::Free;
         let grant = hold.acquired_new(
-            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
+            registration(&watchdog),
             new_generation(),
             7,
             LeaseMode::Fixed(Duration::from_millis(1)),
@@ -967,7 +958,7 @@ mod tests {
         // ...and without one, the next acquisition is a new hold all the same.
         let mut again = Hold::Free;
         again.acquired_new(
-            watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
+            registration(&watchdog),
             new_generation(),
             8,
             LeaseMode::Fixed(Duration::from_millis(1)),
@@ -998,7 +989,7 @@ mod tests {
         let (mut hold, second) = {
             let mut hold = hold;
             let grant = hold.acquired_new(
-                watchdog.register(RenewScript::new(&crate::lua::RENEW), "k", OwnerToken::new()),
+                registration(&watchdog),
                 new_generation(),
                 8,
                 LeaseMode::Watchdog,

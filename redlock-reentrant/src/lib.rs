@@ -72,6 +72,8 @@ mod rlock;
 #[cfg(feature = "sabotage")]
 #[doc(hidden)]
 pub mod sabotage;
+#[cfg(test)]
+mod test_support;
 mod unlock;
 mod wait;
 mod wakeup;

@@ -166,3 +166,45 @@ pub fn spawn_waiter(lock: RLock, wait: Duration) -> JoinHandle<(Result<bool, Err
         (got, returned)
     })
 }
+
+/// The lock's script calls as a node ran them (`MONITOR`), told apart by their shape: the one
+/// place that knows how each of `redlock-reentrant`'s scripts lays out its keys and arguments.
+pub mod script_calls {
+    use redlock_testkit::{monitored_command, Monitor};
+
+    /// A recorded command: its name, then its arguments.
+    pub type Command = Vec<Vec<u8>>;
+
+    /// The script calls (`EVALSHA`, or `EVAL` after a `NOSCRIPT`) on `key` that `monitor`
+    /// recorded, oldest first.
+    pub fn on(monitor: &Monitor, key: &str) -> Vec<Command> {
+        monitor
+            .lines()
+            .iter()
+            .filter_map(|line| monitored_command(line))
+            .filter(|command| {
+                let name = command[0].to_ascii_uppercase();
+                (name == b"EVALSHA" || name == b"EVAL")
+                    && command.iter().any(|arg| arg.as_slice() == key.as_bytes())
+            })
+            .collect()
+    }
+
+    /// A release (`unlock.lua`): one key, then the hold field and the lock's channel (an undo
+    /// has the count where a release has the channel).
+    pub fn is_release(command: &Command) -> bool {
+        command.len() == 8 && command[2] == b"1" && command[5].ends_with(b":released")
+    }
+
+    /// A new hold's attempt (`acquire.lua`, expected count 0): two keys, its hold field, the
+    /// lease, the count, the fencing hint and the owner's prefix.
+    pub fn is_new_attempt(command: &Command) -> bool {
+        command.len() == 10 && command[2] == b"2" && command[7] == b"0"
+    }
+
+    /// An undo (`undo.lua`): one key and four arguments, the count after the field (an
+    /// attempt has two keys, a renewal batch one key and two arguments).
+    pub fn is_undo(command: &Command) -> bool {
+        command.len() == 8 && command[2] == b"1" && !is_release(command)
+    }
+}

@@ -7,47 +7,19 @@
 
 use std::time::Duration;
 
-use redlock_testkit::{eventually_async, monitored_command, rival_hold, Monitor, RedisCluster};
+use redlock_testkit::{eventually_async, rival_hold, Monitor, RedisCluster};
+use redlock_tests::script_calls::{self, is_new_attempt, is_release, is_undo, Command};
 use redlock_tests::{client, WATCHDOG};
 
 const NAME: &str = "late-request";
 const KEY: &str = "redlock:late-request";
 
-/// A recorded command: its name, then its arguments.
-type Command = Vec<Vec<u8>>;
-
-/// The script calls (`EVALSHA`, or `EVAL` after a `NOSCRIPT`) on our key that `monitor`
-/// recorded and `wanted` picks.
+/// The script calls on our key that `monitor` recorded and `wanted` picks.
 fn script_calls(monitor: &Monitor, wanted: fn(&Command) -> bool) -> Vec<Command> {
-    monitor
-        .lines()
-        .iter()
-        .filter_map(|line| monitored_command(line))
-        .filter(|command| {
-            let name = command[0].to_ascii_uppercase();
-            (name == b"EVALSHA" || name == b"EVAL")
-                && command.iter().any(|arg| arg.as_slice() == KEY.as_bytes())
-                && wanted(command)
-        })
+    script_calls::on(monitor, KEY)
+        .into_iter()
+        .filter(wanted)
         .collect()
-}
-
-/// A release (`unlock.lua`): one key, then the hold field and the lock's channel (an undo has
-/// the count where a release has the channel).
-fn is_release(command: &Command) -> bool {
-    command.len() == 8 && command[2] == b"1" && command[5].ends_with(b":released")
-}
-
-/// A new hold's attempt (`acquire.lua`, expected count 0): two keys, its hold field, the lease,
-/// the count, the fencing hint and the owner's prefix.
-fn is_new_attempt(command: &Command) -> bool {
-    command.len() == 10 && command[2] == b"2" && !is_release(command) && command[7] == b"0"
-}
-
-/// An undo (`undo.lua`): one key and four arguments, the count after the field (an attempt
-/// has two keys, a renewal batch one key and two arguments).
-fn is_undo(command: &Command) -> bool {
-    command.len() == 8 && command[2] == b"1" && !is_release(command)
 }
 
 /// Waits until `monitor` recorded a script call that `wanted` picks, and returns the first.

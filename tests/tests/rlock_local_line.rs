@@ -9,12 +9,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use redlock_reentrant::LockClient;
-use redlock_testkit::{eventually_async, monitored_command, Monitor, RedisCluster};
+use redlock_testkit::{eventually_async, Monitor, RedisCluster};
+use redlock_tests::client_with_timeouts;
+use redlock_tests::script_calls::{self, is_new_attempt, is_release};
 
 /// Long beside any stall of a busy machine: no attempt times out, so every attempt counted is
 /// one the client chose to make.
 const NODE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The watchdog lease of the library's default configuration.
+const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 const KEY: &str = "redlock:line";
 const TASKS: usize = 6;
 
@@ -36,28 +39,12 @@ impl Waiters {
     }
 }
 
-/// Script calls on the lock that `monitor` recorded: a new hold's attempt (two keys, expected
-/// count 0) or a release (one key, then the field and the lock's channel).
+/// The lock's new holds' attempts and releases that `monitor` recorded.
 fn calls(monitor: &Monitor) -> (usize, usize) {
-    let commands: Vec<Vec<Vec<u8>>> = monitor
-        .lines()
-        .iter()
-        .filter_map(|line| monitored_command(line))
-        .filter(|command| {
-            let name = command[0].to_ascii_uppercase();
-            (name == b"EVALSHA" || name == b"EVAL")
-                && command.iter().any(|arg| arg.as_slice() == KEY.as_bytes())
-        })
-        .collect();
-    let attempts = commands
-        .iter()
-        .filter(|c| c.len() == 10 && c[2] == b"2" && c[7] == b"0")
-        .count();
-    let releases = commands
-        .iter()
-        .filter(|c| c.len() == 8 && c[2] == b"1" && c[5].ends_with(b":released"))
-        .count();
-    (attempts, releases)
+    let commands = script_calls::on(monitor, KEY);
+    let count =
+        |kind: fn(&script_calls::Command) -> bool| commands.iter().filter(|c| kind(c)).count();
+    (count(is_new_attempt), count(is_release))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,12 +59,7 @@ async fn tasks_of_one_client_take_turns_in_order_and_each_hand_over_costs_one_at
         .expect("the only recorder of this binary");
 
     let cluster = RedisCluster::start(3);
-    let client = LockClient::builder()
-        .nodes(cluster.urls())
-        .node_timeout(NODE_TIMEOUT)
-        .build()
-        .await
-        .expect("client");
+    let client = client_with_timeouts(&cluster, DEFAULT_LEASE, NODE_TIMEOUT).await;
     let monitor = Monitor::start(cluster.node(0).port()).expect("MONITOR");
     let holder = client.get_lock("line");
     holder.lock().await.expect("the first hold");
