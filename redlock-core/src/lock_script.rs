@@ -1,7 +1,9 @@
 //! Lua scripts and their calls: by SHA (`EVALSHA`) only where the connection ran them, whole
 //! (`EVAL`) everywhere else.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+use smallvec::SmallVec;
 
 use redis::ToRedisArgs;
 
@@ -65,8 +67,8 @@ impl LockScript {
     pub fn call(&'static self) -> ScriptCall {
         ScriptCall {
             script: self,
-            keys: redis::Cmd::with_capacity(2, 64),
-            args: redis::Cmd::with_capacity(6, 128),
+            keys: Keys::default(),
+            packed: None,
             by_source: false,
             releasing: false,
             replicated: false,
@@ -92,16 +94,73 @@ impl std::fmt::Debug for LockScript {
 }
 
 /// One call of a [`LockScript`] with its keys and arguments, ready to send to every node.
+///
+/// It is packed as it is built, as the `EVALSHA` the connection sends: the keys wait in a
+/// buffer inside the call until the first argument (`EVALSHA` names how many keys come before
+/// them), and from then on every argument is written straight into the command. Keys may
+/// still be added after arguments (the command is then packed again); adding every key first
+/// packs each byte once.
 #[derive(Clone)]
 pub struct ScriptCall {
     script: &'static LockScript,
-    /// The keys and the arguments, each packed in one buffer (a `Cmd` used as an argument
-    /// list): no allocation per key or argument.
-    keys: redis::Cmd,
-    args: redis::Cmd,
+    /// The keys, in order.
+    keys: Keys,
+    /// `EVALSHA`, the SHA, the number of keys, the keys, then the arguments so far: made at
+    /// the first argument, shared (not copied) with the requests that send it.
+    packed: Option<Arc<redis::Cmd>>,
     by_source: bool,
     releasing: bool,
     replicated: bool,
+}
+
+/// The keys of a call, in one inline buffer: a lock's keys fit without an allocation.
+#[derive(Clone, Default)]
+struct Keys {
+    bytes: SmallVec<[u8; 96]>,
+    /// Where each key ends in `bytes`.
+    ends: SmallVec<[usize; 2]>,
+}
+
+impl Keys {
+    fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(start, end)| &self.bytes[start..end])
+    }
+}
+
+impl redis::RedisWrite for Keys {
+    fn write_arg(&mut self, arg: &[u8]) {
+        self.bytes.extend_from_slice(arg);
+        self.ends.push(self.bytes.len());
+    }
+
+    fn writer_for_next_arg(&mut self) -> impl std::io::Write + '_ {
+        KeyWriter { keys: self }
+    }
+}
+
+/// Writes one key into [`Keys`]; the key ends when the writer is dropped.
+struct KeyWriter<'a> {
+    keys: &'a mut Keys,
+}
+
+impl std::io::Write for KeyWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.keys.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for KeyWriter<'_> {
+    fn drop(&mut self) {
+        self.keys.ends.push(self.keys.bytes.len());
+    }
 }
 
 impl std::fmt::Debug for ScriptCall {
@@ -109,8 +168,8 @@ impl std::fmt::Debug for ScriptCall {
         // Arguments may carry owner tokens: only their number is shown.
         f.debug_struct("ScriptCall")
             .field("sha", &self.script.sha())
-            .field("keys", &self.keys.args_iter().len())
-            .field("args", &self.args.args_iter().len())
+            .field("keys", &self.keys.ends.len())
+            .field("args", &self.args().count())
             .finish()
     }
 }
@@ -119,14 +178,32 @@ impl ScriptCall {
     /// Adds a key (`KEYS[n]`).
     #[must_use]
     pub fn key(mut self, key: impl ToRedisArgs) -> Self {
+        let before = self.keys.ends.len();
         key.write_redis_args(&mut self.keys);
+        if let Some(packed) = self.packed.take() {
+            // A key after an argument: the command names more keys, so it is packed again.
+            let args: Vec<Vec<u8>> = words(&packed)
+                .skip(3 + before)
+                .map(<[u8]>::to_vec)
+                .collect();
+            let mut again = self.command("EVALSHA", self.script.sha(), 0);
+            for arg in &args {
+                again.arg(&arg[..]);
+            }
+            self.packed = Some(Arc::new(again));
+        }
         self
     }
 
     /// Adds an argument (`ARGV[n]`).
     #[must_use]
     pub fn arg(mut self, arg: impl ToRedisArgs) -> Self {
-        arg.write_redis_args(&mut self.args);
+        if self.packed.is_none() {
+            self.packed = Some(Arc::new(self.command("EVALSHA", self.script.sha(), 96)));
+        }
+        if let Some(packed) = &mut self.packed {
+            arg.write_redis_args(Arc::make_mut(packed));
+        }
         self
     }
 
@@ -195,37 +272,152 @@ impl ScriptCall {
 
     /// The first key, which routes the call on a cluster (all its keys share one slot).
     pub(crate) fn first_key(&self) -> Option<&[u8]> {
-        self.keys.args_iter().find_map(|arg| match arg {
-            redis::Arg::Simple(bytes) => Some(bytes),
-            _ => None,
-        })
+        self.keys.iter().next()
     }
 
-    pub(crate) fn evalsha_of(&self, script: &'static LockScript) -> redis::Cmd {
-        self.command("EVALSHA", script.sha())
+    /// The arguments so far.
+    fn args(&self) -> impl Iterator<Item = &[u8]> {
+        let skip = 3 + self.keys.ends.len();
+        self.packed
+            .iter()
+            .flat_map(move |packed| words(packed).skip(skip))
     }
 
-    fn command(&self, verb: &str, body: &str) -> redis::Cmd {
-        let keys = self.keys.args_iter();
-        let args = self.args.args_iter();
-        let bytes = |list: &redis::Cmd| {
-            list.args_iter()
-                .map(|arg| match arg {
-                    redis::Arg::Simple(bytes) => bytes.len(),
-                    _ => 0,
-                })
-                .sum::<usize>()
-        };
-        let mut cmd = redis::Cmd::with_capacity(
-            3 + keys.len() + args.len(),
-            verb.len() + body.len() + 4 + bytes(&self.keys) + bytes(&self.args),
-        );
-        cmd.arg(verb).arg(body).arg(keys.len());
-        for arg in keys.chain(args) {
-            if let redis::Arg::Simple(bytes) = arg {
-                cmd.arg(bytes);
+    /// The call as `EVALSHA` of `script` (this call's script, or its cluster variant): the
+    /// command packed as the call was built when it is this call's, shared, not copied.
+    pub(crate) fn evalsha_of(&self, script: &'static LockScript) -> Arc<redis::Cmd> {
+        match &self.packed {
+            Some(packed) if std::ptr::eq(script, self.script) => Arc::clone(packed),
+            _ => {
+                let mut cmd = self.command("EVALSHA", script.sha(), 0);
+                for arg in self.args() {
+                    cmd.arg(arg);
+                }
+                Arc::new(cmd)
             }
         }
+    }
+
+    /// `verb body <number of keys> <keys>`, with room for `room` bytes of arguments more.
+    fn command(&self, verb: &str, body: &str, room: usize) -> redis::Cmd {
+        let keys = self.keys.ends.len();
+        let mut cmd = redis::Cmd::with_capacity(
+            3 + keys + 6,
+            verb.len() + body.len() + 4 + self.keys.bytes.len() + room,
+        );
+        cmd.arg(verb).arg(body).arg(keys);
+        for key in self.keys.iter() {
+            cmd.arg(key);
+        }
         cmd
+    }
+}
+
+/// The words of a packed command.
+fn words(cmd: &redis::Cmd) -> impl Iterator<Item = &[u8]> {
+    cmd.args_iter().filter_map(|arg| match arg {
+        redis::Arg::Simple(bytes) => Some(bytes),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+    use std::sync::Arc;
+
+    use redis::RedisWrite as _;
+
+    use super::*;
+
+    static SCRIPT: LockScript = LockScript::new("return KEYS[1]").on_cluster(&ON_CLUSTER);
+    static ON_CLUSTER: LockScript = LockScript::new("return KEYS[2]");
+
+    fn words_of(cmd: &redis::Cmd) -> Vec<String> {
+        words(cmd)
+            .map(|word| String::from_utf8_lossy(word).into_owned())
+            .collect()
+    }
+
+    fn expected(sha: &str, rest: &[&str]) -> Vec<String> {
+        ["EVALSHA", sha]
+            .iter()
+            .chain(rest)
+            .map(|w| (*w).to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_call_is_packed_as_the_evalsha_it_sends() {
+        let call = SCRIPT.call().key("k1").key("k2").arg("a1").arg(7);
+        let packed = call.evalsha_of(&SCRIPT);
+        assert_eq!(
+            words_of(&packed),
+            expected(SCRIPT.sha(), &["2", "k1", "k2", "a1", "7"])
+        );
+        assert_eq!(call.first_key(), Some(&b"k1"[..]));
+        assert!(
+            Arc::ptr_eq(&packed, &call.evalsha_of(&SCRIPT)),
+            "shared with each request, not copied"
+        );
+        // The cluster variant names its own script, with the same keys and arguments.
+        assert_eq!(
+            words_of(&call.evalsha_of(&ON_CLUSTER)),
+            expected(ON_CLUSTER.sha(), &["2", "k1", "k2", "a1", "7"])
+        );
+    }
+
+    #[test]
+    fn keys_after_arguments_are_packed_before_them() {
+        let late = SCRIPT.call().arg("a1").key("k1").arg("a2").key("k2");
+        let first = SCRIPT.call().key("k1").key("k2").arg("a1").arg("a2");
+        assert_eq!(
+            words_of(&late.evalsha_of(&SCRIPT)),
+            words_of(&first.evalsha_of(&SCRIPT))
+        );
+        assert_eq!(
+            words_of(&first.evalsha_of(&SCRIPT)),
+            expected(SCRIPT.sha(), &["2", "k1", "k2", "a1", "a2"])
+        );
+    }
+
+    #[test]
+    fn a_call_without_arguments_names_its_keys() {
+        let call = SCRIPT.call().key("k1");
+        assert_eq!(
+            words_of(&call.evalsha_of(&SCRIPT)),
+            expected(SCRIPT.sha(), &["1", "k1"])
+        );
+        assert_eq!(format!("{call:?}").matches("args: 0").count(), 1);
+        let none = SCRIPT.call();
+        assert_eq!(none.first_key(), None);
+        assert_eq!(
+            words_of(&none.evalsha_of(&SCRIPT)),
+            expected(SCRIPT.sha(), &["0"])
+        );
+    }
+
+    #[test]
+    fn a_key_written_in_pieces_is_one_key() {
+        let mut keys = Keys::default();
+        {
+            let mut writer = keys.writer_for_next_arg();
+            write!(writer, "lock:").expect("in memory");
+            write!(writer, "{}", 42).expect("in memory");
+        }
+        keys.write_arg(b"fence");
+        let written: Vec<&[u8]> = keys.iter().collect();
+        assert_eq!(written, [&b"lock:42"[..], &b"fence"[..]]);
+    }
+
+    #[test]
+    fn debug_shows_no_argument() {
+        let call = SCRIPT.call().key("k").arg("secret-owner");
+        let shown = format!("{call:?}");
+        assert!(!shown.contains("secret"), "{shown}");
+        assert!(
+            shown.contains("keys: 1") && shown.contains("args: 1"),
+            "{shown}"
+        );
     }
 }

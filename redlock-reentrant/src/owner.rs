@@ -92,16 +92,26 @@ impl OwnerSource {
     }
 }
 
+/// How many tasks' owners each thread remembers: a busy service's worker thread runs many
+/// tasks in turn, each of which resolves its owner on every lock operation.
+const REMEMBERED: usize = 64;
+
 /// `{client}:task-{id}`, built once per task and client on each thread: a task's operations
-/// resolve their owner on every call, and the last one asked is the one asked next.
+/// resolve their owner on every call. Each thread remembers the owners of the last tasks it
+/// resolved, one per slot of a small table indexed by the task's id: a slot answers only for
+/// the id it was filled for, and the owner is built from the id alone, so the table gives what
+/// building it again would.
 fn task_owner(client_id: &str, task: tokio::task::Id) -> OwnerToken {
+    use std::hash::{BuildHasher as _, BuildHasherDefault, DefaultHasher};
+
+    type Slots = [Option<(tokio::task::Id, OwnerToken)>; REMEMBERED];
     thread_local! {
-        static LAST: std::cell::RefCell<Option<(tokio::task::Id, OwnerToken)>> =
-            const { std::cell::RefCell::new(None) };
+        static OWNERS: std::cell::RefCell<Slots> = const { std::cell::RefCell::new([const { None }; REMEMBERED]) };
     }
-    LAST.with(|last| {
-        let mut last = last.borrow_mut();
-        if let Some((id, owner)) = last.as_ref() {
+    let slot = BuildHasherDefault::<DefaultHasher>::default().hash_one(task) as usize % REMEMBERED;
+    OWNERS.with(|owners| {
+        let mut owners = owners.borrow_mut();
+        if let Some((id, owner)) = &owners[slot] {
             let belongs = owner
                 .as_str()
                 .strip_prefix(client_id)
@@ -111,7 +121,7 @@ fn task_owner(client_id: &str, task: tokio::task::Id) -> OwnerToken {
             }
         }
         let owner = OwnerToken::from_string(format!("{client_id}:task-{task}"));
-        *last = Some((task, owner.clone()));
+        owners[slot] = Some((task, owner.clone()));
         owner
     })
 }
@@ -133,5 +143,31 @@ mod tests {
             OwnerSource::Foreign.resolve("client-a").err(),
             Some(InvalidArgument::ForeignOwner)
         );
+    }
+
+    #[tokio::test]
+    async fn each_task_of_many_is_its_own_owner_and_keeps_it() {
+        // More tasks than a thread remembers, resolved in turns: every task keeps one owner,
+        // and no two tasks share one (a cache keyed wrongly would hand a task another's).
+        let tasks: Vec<_> = (0..REMEMBERED * 3)
+            .map(|_| {
+                tokio::spawn(async {
+                    let first = OwnerSource::CurrentTask.resolve("client-a").expect("owner");
+                    tokio::task::yield_now().await;
+                    let again = OwnerSource::CurrentTask.resolve("client-a").expect("owner");
+                    let other = OwnerSource::CurrentTask.resolve("client-b").expect("owner");
+                    assert_eq!(first, again, "a task keeps its owner");
+                    assert!(other.as_str().starts_with("client-b:task-"), "per client");
+                    first
+                })
+            })
+            .collect();
+        let mut owners = std::collections::HashSet::new();
+        for task in tasks {
+            assert!(
+                owners.insert(task.await.expect("task")),
+                "two tasks, one owner"
+            );
+        }
     }
 }

@@ -493,8 +493,8 @@ fn decide(tally: Tally) -> Verdict {
 fn abandon_call(inner: &Inner, target: &Target, generation: u64) -> ScriptCall {
     ABANDON
         .call()
-        .arg(inner.new_request_arg())
         .key(target.key())
+        .arg(inner.new_request_arg())
         .arg(target.field_arg(Some(generation)))
         .arg(target.channel())
         .by_source()
@@ -587,14 +587,17 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
         .chunk_by(|(_, a, _), (_, b, _)| config.slot_of(&a.key) == config.slot_of(&b.key))
         .flat_map(|slot| slot.chunks(batch_size))
         .map(|batch| {
-            batch.iter().fold(
-                ABANDON.call().arg(message).by_source().releasing(),
-                |call, (field, key, _)| {
-                    call.key(&*key.key)
-                        .arg(field.as_str())
-                        .arg(channel_of(&key.key))
-                },
-            )
+            // Every key first: a call is packed as it is built, and `EVALSHA` names the
+            // number of keys before them.
+            let keys = ABANDON.call().by_source().releasing();
+            let keys = batch
+                .iter()
+                .fold(keys, |call, (_, key, _)| call.key(&*key.key));
+            batch
+                .iter()
+                .fold(keys.arg(message), |call, (field, key, _)| {
+                    call.arg(field.as_str()).arg(channel_of(&key.key))
+                })
         })
         .collect();
     // As many out at once as renewal keeps, each started as soon as another is decided.

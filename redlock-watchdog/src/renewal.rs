@@ -123,10 +123,17 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
     let calls: Vec<_> = batches
         .iter()
         .map(|(script, batch)| {
-            batch.iter().fold(
-                script.script().call().replicated().arg(lease_millis(lease)),
-                |call, hold| call.key(&hold.record.key).arg(hold.record.owner.as_str()),
-            )
+            // Every key first: a call is packed as it is built, and `EVALSHA` names the
+            // number of keys before them.
+            let keys = script.script().call().replicated();
+            let keys = batch
+                .iter()
+                .fold(keys, |call, hold| call.key(&hold.record.key));
+            batch
+                .iter()
+                .fold(keys.arg(lease_millis(lease)), |call, hold| {
+                    call.arg(hold.record.owner.as_str())
+                })
         })
         .collect();
     // A batch is decided once a majority answered and every hold in it was confirmed, or

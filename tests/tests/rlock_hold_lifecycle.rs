@@ -45,6 +45,13 @@ async fn renewed(signal: &LostSignal) {
     assert!(moved, "not renewed within {WATCHDOG:?}");
 }
 
+/// The running nodes that have the lock hash named `key`.
+fn holding(cluster: &RedisCluster, key: &str) -> Vec<usize> {
+    (0..cluster.len())
+        .filter(|&node| cluster.node(node).is_running() && !cluster.keys_on(node, key).is_empty())
+        .collect()
+}
+
 /// Lock hashes named `key` on the running nodes.
 fn lock_keys(cluster: &RedisCluster, key: &str) -> usize {
     (0..cluster.len())
@@ -64,6 +71,10 @@ async fn a_release_no_majority_answered_leaves_the_hold_counted_and_renewed() {
     lock.lock().await.expect("nested");
     let token = lock.fencing_token();
     let signal = lock.lost_signal().expect("held");
+    // Where the hold is: a majority at least, and on a busy machine not always every node (a
+    // request that timed out before its connection wrote it is never sent).
+    let held_on = holding(&cluster, KEY);
+    assert!(held_on.len() >= 3, "held on {held_on:?}");
 
     for node in 0..3 {
         cluster.stop(node);
@@ -81,7 +92,11 @@ async fn a_release_no_majority_answered_leaves_the_hold_counted_and_renewed() {
         .try_lock(Duration::ZERO, None)
         .await
         .expect("try_lock"));
-    assert_eq!(lock_keys(&cluster, KEY), 5, "held on every node");
+    let still = holding(&cluster, KEY);
+    assert!(
+        held_on.iter().all(|node| still.contains(node)),
+        "held on {held_on:?} before the release, on {still:?} after"
+    );
 
     // The retry reuses the request: the nodes that applied it answer as before.
     lock.unlock().await.expect("the retried nested unlock");

@@ -5,6 +5,7 @@ use std::fmt;
 
 use redlock_reentrant::RLock;
 
+use crate::core::Core;
 use crate::ours::{Ours, FIXED_LEASE};
 use crate::raw::{self, Raw};
 use crate::theirs::Rslock;
@@ -20,6 +21,8 @@ pub(crate) enum Kind {
     OursLease,
     /// `rslock` 0.10.
     Rslock,
+    /// `redlock_core::Redlock` alone: our quorum without the reentrant layer.
+    Core,
 }
 
 /// An implementation on a number of nodes, as named in every table.
@@ -41,9 +44,11 @@ impl Spec {
             Spec::new(Kind::Ours, 1),
             Spec::new(Kind::OursLease, 1),
             Spec::new(Kind::Rslock, 1),
+            Spec::new(Kind::Core, 1),
             Spec::new(Kind::Ours, 5),
             Spec::new(Kind::OursLease, 5),
             Spec::new(Kind::Rslock, 5),
+            Spec::new(Kind::Core, 5),
         ]
     }
 
@@ -64,6 +69,7 @@ impl fmt::Display for Spec {
             Kind::Raw => "raw",
             Kind::Ours | Kind::OursLease => "ours",
             Kind::Rslock => "rslock",
+            Kind::Core => "core",
         };
         write!(f, "{name}-{}", self.nodes)?;
         if self.kind == Kind::OursLease {
@@ -79,6 +85,7 @@ pub(crate) enum Locker {
     Ours(Ours),
     Raw(Raw),
     Rslock(Rslock),
+    Core(Core),
     /// No lock at all: only for the self-test of the overlap checker.
     NoLock,
 }
@@ -88,6 +95,7 @@ pub(crate) enum Handle {
     Ours(RLock),
     Raw(raw::Held),
     Rslock(rslock::Lock),
+    Core(redlock_core::Lease),
     NoLock,
 }
 
@@ -100,6 +108,7 @@ impl Locker {
             Kind::Ours => Locker::Ours(Ours::connect(urls, None, |b| b).await?),
             Kind::OursLease => Locker::Ours(Ours::connect(urls, Some(FIXED_LEASE), |b| b).await?),
             Kind::Rslock => Locker::Rslock(Rslock::new(urls, false)),
+            Kind::Core => Locker::Core(Core::connect(urls).await?),
         })
     }
 
@@ -109,6 +118,7 @@ impl Locker {
             Locker::Ours(ours) => Handle::Ours(ours.lock(key).await?),
             Locker::Raw(raw) => Handle::Raw(raw.lock(key).await?),
             Locker::Rslock(rslock) => Handle::Rslock(rslock.lock(key).await?),
+            Locker::Core(core) => Handle::Core(core.lock(key).await?),
             Locker::NoLock => Handle::NoLock,
         })
     }
@@ -123,6 +133,7 @@ impl Locker {
                 None => return Err(format!("{key} is held")),
             },
             Locker::Rslock(rslock) => Handle::Rslock(rslock.acquire(key).await?),
+            Locker::Core(core) => Handle::Core(core.acquire(key).await?),
             Locker::NoLock => Handle::NoLock,
         })
     }
@@ -136,6 +147,7 @@ impl Locker {
                 rslock.unlock(lock).await;
                 Ok(())
             }
+            (Locker::Core(core), Handle::Core(lease)) => core.unlock(lease).await,
             (Locker::NoLock, Handle::NoLock) => Ok(()),
             _ => Err("a handle from another implementation".to_owned()),
         }

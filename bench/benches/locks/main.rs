@@ -13,6 +13,7 @@
 
 mod allocs;
 mod contended;
+mod core;
 mod cpu;
 mod lab;
 mod locker;

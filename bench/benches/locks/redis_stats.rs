@@ -46,7 +46,7 @@ pub(crate) fn calls(cluster: &RedisCluster, nodes: usize) -> Result<BTreeMap<Str
 /// library; finding none is a bug of this benchmark (a moved folder), not a result.
 pub(crate) fn script_commands(kind: Kind) -> BTreeSet<String> {
     match kind {
-        Kind::Ours | Kind::OursLease => {
+        Kind::Ours | Kind::OursLease | Kind::Core => {
             let mut names = BTreeSet::new();
             for crate_dir in ["redlock-core", "redlock-reentrant", "redlock-watchdog"] {
                 let dir = crate::paths::workspace().join(crate_dir).join("src/lua");

@@ -122,7 +122,13 @@ impl Report<'_> {
              - `ours-N-lease`: the same with `lock_with_lease(30 s)` (no watchdog renewal).\n\
              - `rslock-N`: `rslock` 0.10 from crates.io, `LockManager::lock(key, 30 s)` with its \
              default retries (3 tries, 0..200 ms apart), looped until it succeeds when a \
-             workload waits; `LockManager::unlock`.\n\n",
+             workload waits; `LockManager::unlock`.\n\
+             - `core-N`: `redlock_core::Redlock`, the quorum ours is built on, alone: \
+             `acquire(key, 30 s)` with its default retries, looped until it succeeds when a \
+             workload waits; `release`. The same connections, fan-out and quorum decision as \
+             ours without the reentrant layer (hold count, fencing token, watchdog, lost \
+             signal, the client's local line): `ours-N` minus `core-N` is what that layer \
+             costs.\n\n",
             runs = self.sizes.runs,
             took = self.took.as_secs_f64(),
         )

@@ -1,7 +1,7 @@
 //! What a node's requests share: its connection state, the queue while it connects, and placing
 //! a request then awaiting its reply (a forgotten script sent again only when that is safe).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,8 +60,10 @@ pub(super) struct State {
     pub(super) connection: Option<Wire>,
     /// Bumped whenever the connection is replaced: what was learned on an older one is stale.
     pub(super) generation: u64,
-    /// SHAs the node ran on this connection. Anything else is sent whole (`EVAL`).
-    pub(super) cached_scripts: HashSet<String>,
+    /// SHAs the node ran on this connection. Anything else is sent whole (`EVAL`). A few
+    /// dozen at most (the scripts are statics), searched on every request: a list compares
+    /// fewer bytes than a hash set hashes.
+    pub(super) cached_scripts: Vec<&'static str>,
     /// Whether a connection attempt is in flight.
     pub(super) connecting: bool,
     /// Requests made while connecting, in order; sent in that order once connected.
@@ -340,10 +342,10 @@ impl Link {
         reply
     }
 
-    fn cached(&self, generation: u64, sha: &str) {
+    fn cached(&self, generation: u64, sha: &'static str) {
         let mut state = self.state();
-        if state.generation == generation && !state.cached_scripts.contains(sha) {
-            state.cached_scripts.insert(sha.to_owned());
+        if state.generation == generation && !state.cached_scripts.contains(&sha) {
+            state.cached_scripts.push(sha);
         }
     }
 }

@@ -26,7 +26,7 @@ pub(super) fn queue(
             // A cluster member's shards each cache scripts of their own: `EVAL` always there
             // (an `EVALSHA` to a shard that never ran the script would come back `NOSCRIPT`).
             let by_sha =
-                !link.cluster && !script.by_source && state.cached_scripts.contains(variant.sha);
+                !link.cluster && !script.by_source && state.cached_scripts.contains(&variant.sha);
             if link.cluster {
                 if let Some(wait) = wait_for(link, script, timeout) {
                     return queue_confirmed(

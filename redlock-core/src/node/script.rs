@@ -38,7 +38,7 @@ pub(super) struct Variant {
 impl Variant {
     fn new(call: &ScriptCall, script: &'static LockScript) -> Self {
         Self {
-            evalsha: Arc::new(call.evalsha_of(script)),
+            evalsha: call.evalsha_of(script),
             sha: script.sha(),
             source: script.source(),
         }
