@@ -175,7 +175,9 @@ impl std::fmt::Debug for ScriptCall {
 }
 
 impl ScriptCall {
-    /// Adds a key (`KEYS[n]`).
+    /// Adds a key (`KEYS[n]`). Add every key before the arguments: a key after an argument
+    /// packs the whole command again (its arguments copied), which a batch built key,
+    /// argument, key, argument would pay once per key.
     #[must_use]
     pub fn key(mut self, key: impl ToRedisArgs) -> Self {
         let before = self.keys.ends.len();

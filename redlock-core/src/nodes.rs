@@ -125,8 +125,9 @@ impl NodeSet {
         decided: impl Fn(&FanOut<T>) -> bool + 'a,
     ) -> impl Future<Output = FanOut<T>> + 'a {
         // Plain functions around one async one: each async layer would hold the fan-out's
-        // future once more, and every caller's future with it. The call is packed here, when
-        // the future is made; nothing is sent before its first poll.
+        // future once more, and every caller's future with it. The call was packed as it was
+        // built; its request is made here (the cluster variant packed only where a node runs
+        // it), when the future is made; nothing is sent before its first poll.
         let to_cluster = self.nodes.iter().any(Node::is_cluster_member);
         let request = Request::Script(Arc::new(PreparedScript::new(call, to_cluster)));
         self.fan_out(request, timeout, ask, decided)

@@ -97,10 +97,10 @@ impl OwnerSource {
 const REMEMBERED: usize = 64;
 
 /// `{client}:task-{id}`, built once per task and client on each thread: a task's operations
-/// resolve their owner on every call. Each thread remembers the owners of the last tasks it
-/// resolved, one per slot of a small table indexed by the task's id: a slot answers only for
-/// the id it was filled for, and the owner is built from the id alone, so the table gives what
-/// building it again would.
+/// resolve their owner on every call. Each thread keeps the owners it built in a small table,
+/// one per slot, the slot chosen by the task id's hash (two tasks of one slot take turns in
+/// it): a slot answers only for the task and the client it was filled for, and the owner is
+/// built from those two alone, so the table gives what building it again would.
 fn task_owner(client_id: &str, task: tokio::task::Id) -> OwnerToken {
     use std::hash::{BuildHasher as _, BuildHasherDefault, DefaultHasher};
 
@@ -112,10 +112,12 @@ fn task_owner(client_id: &str, task: tokio::task::Id) -> OwnerToken {
     OWNERS.with(|owners| {
         let mut owners = owners.borrow_mut();
         if let Some((id, owner)) = &owners[slot] {
+            // Exactly `{client_id}:task-{digits}`: no other client's owner, whatever its id.
             let belongs = owner
                 .as_str()
                 .strip_prefix(client_id)
-                .is_some_and(|rest| rest.starts_with(":task-"));
+                .and_then(|rest| rest.strip_prefix(":task-"))
+                .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()));
             if *id == task && belongs {
                 return owner.clone();
             }

@@ -587,8 +587,8 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
         .chunk_by(|(_, a, _), (_, b, _)| config.slot_of(&a.key) == config.slot_of(&b.key))
         .flat_map(|slot| slot.chunks(batch_size))
         .map(|batch| {
-            // Every key first: a call is packed as it is built, and `EVALSHA` names the
-            // number of keys before them.
+            // Every key first: a call is packed as it is built, and a key after an argument
+            // packs it again (`EVALSHA` names the number of keys before them).
             let keys = ABANDON.call().by_source().releasing();
             let keys = batch
                 .iter()

@@ -123,8 +123,8 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
     let calls: Vec<_> = batches
         .iter()
         .map(|(script, batch)| {
-            // Every key first: a call is packed as it is built, and `EVALSHA` names the
-            // number of keys before them.
+            // Every key first: a call is packed as it is built, and a key after an argument
+            // packs it again (`EVALSHA` names the number of keys before them).
             let keys = script.script().call().replicated();
             let keys = batch
                 .iter()

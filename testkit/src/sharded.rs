@@ -210,17 +210,20 @@ impl ShardedCluster {
         promoted.unwrap_or_else(|| unreachable!("set when the wait ends"))
     }
 
-    /// `key`'s value as a hash on the server `i` (empty when absent).
+    /// The holds in `key`'s hash on the server `i` (empty when absent), the mark of a
+    /// waited-for lock ([`WAITERS_FIELD`](crate::WAITERS_FIELD)) left out.
     ///
     /// # Panics
     ///
     /// If the server does not answer.
     pub fn hash_on(&self, i: usize, key: &str) -> std::collections::HashMap<String, String> {
         let mut connection = self.nodes[i].connection();
-        redis::cmd("HGETALL")
+        let mut hash: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
             .arg(key)
             .query(&mut connection)
-            .unwrap_or_else(|err| panic!("HGETALL {key} on node {i}: {err}"))
+            .unwrap_or_else(|err| panic!("HGETALL {key} on node {i}: {err}"));
+        hash.remove(crate::WAITERS_FIELD);
+        hash
     }
 
     fn running(&self) -> impl Iterator<Item = &RedisServer> {

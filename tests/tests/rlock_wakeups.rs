@@ -571,3 +571,74 @@ async fn a_stopped_node_does_not_serialise_subscriptions() {
     holder.shutdown().await;
     waiting.shutdown().await;
 }
+
+/// `PUBLISH`es on each running node since its stats were reset.
+fn published(cluster: &RedisCluster) -> Vec<u64> {
+    cluster
+        .nodes()
+        .iter()
+        .filter(|node| node.is_running())
+        .map(|node| command_calls(node).get("publish").copied().unwrap_or(0))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_release_someone_waits_for_is_announced() {
+    let cluster = RedisCluster::start(3);
+    let holder = client(&cluster).await;
+    let other = client(&cluster).await;
+    for node in cluster.nodes() {
+        reset_command_stats(node);
+    }
+
+    // Nobody waits: a pair, and the refusal of a caller that does not wait.
+    let lock = holder.get_lock("announced");
+    lock.lock().await.expect("lock");
+    let refused = other
+        .get_lock("announced")
+        .try_lock(Duration::ZERO, None)
+        .await
+        .expect("try_lock");
+    assert!(!refused, "held");
+    lock.unlock().await.expect("unlock");
+    assert_eq!(
+        published(&cluster),
+        [0, 0, 0],
+        "a release nobody waited for was announced"
+    );
+
+    // A waiter of another client marks the lock; the holder's release wakes it, long before
+    // the holder's lease would have run out (the watchdog lease: 30 s).
+    lock.lock().await.expect("lock again");
+    let lease = holder.watchdog().timeout();
+    let waiter = spawn_waiter(other.get_lock("announced"), lease * 2);
+    assert!(
+        eventually_async(Duration::from_secs(10), || numsub(
+            &cluster,
+            "redlock:announced:released"
+        ) == [1, 1, 1])
+        .await,
+        "the waiter subscribes on every node"
+    );
+    let status = lock.status().await.expect("status");
+    assert!(
+        status.locked && status.held_by_one_owner && status.holder_count == 1,
+        "a waited-for lock is still one hold's: {status:?}"
+    );
+    let released = Instant::now();
+    lock.unlock().await.expect("unlock");
+    let (got, woke) = waiter.await.expect("the waiter's task");
+    assert!(got.expect("try_lock"), "the waiter takes the released lock");
+    assert!(
+        woke - released < lease / 3,
+        "woken {:?} after the release: by the lease's end, not by the announcement",
+        woke - released
+    );
+    let announced = published(&cluster);
+    assert!(
+        announced.iter().filter(|&&count| count > 0).count() >= 2,
+        "the release was announced on a majority: {announced:?}"
+    );
+    holder.shutdown().await;
+    other.shutdown().await;
+}

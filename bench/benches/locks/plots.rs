@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use crate::results::Results;
 
 /// Distinct colours, readable on white.
-const COLORS: [RGBColor; 8] = [
+const COLORS: [RGBColor; 10] = [
     RGBColor(0xd6, 0x27, 0x28),
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0x2c, 0xa0, 0x2c),
@@ -17,6 +17,8 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(0x17, 0xbe, 0xcf),
     RGBColor(0x8c, 0x56, 0x4b),
     RGBColor(0x00, 0x00, 0x00),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0xbc, 0xbd, 0x22),
 ];
 
 /// At most this many points per curve.
