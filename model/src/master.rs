@@ -82,9 +82,7 @@ impl Master {
 
     /// `acquire.lua`: take or re-enter the lock for `owner`'s hold `hold`. `expected` is the
     /// hold's count (0 for a new hold), `hint` the smallest candidate the owner wants, `clock`
-    /// this master's `TIME` in microseconds. The script's mark of a waited-for lock (which
-    /// makes `unlock.lua` announce the release) has no counterpart here: the model has no
-    /// pub/sub, the mark changes no hold, and a wake-up is a hint every wait bounds.
+    /// this master's `TIME` in microseconds.
     #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,

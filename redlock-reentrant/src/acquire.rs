@@ -38,14 +38,12 @@ pub(crate) enum Outcome {
 
 /// Makes one attempt. Holds this owner's hold for the whole attempt, and for its undo if the
 /// attempt is dropped half-way. A new hold granted takes the task's `turn` in the client's
-/// line with it (see `gate`). A caller that `waits` for a held lock marks it as waited for on
-/// the nodes that refuse, so that its release is announced (`acquire.lua`).
+/// line with it (see `gate`).
 pub(crate) async fn attempt(
     inner: &Arc<Inner>,
     target: &Target,
     mode: LeaseMode,
     turn: &mut Option<Ticket>,
-    waits: bool,
 ) -> Result<Outcome, Error> {
     inner.check_open()?;
     let timing = match mode {
@@ -97,8 +95,7 @@ pub(crate) async fn attempt(
         .arg(lease_millis(lease))
         .arg(expected)
         .arg(inner.token_hint())
-        .arg(target.field_arg(None))
-        .arg(if waits { "1" } else { "0" });
+        .arg(target.field_arg(None));
     // Decided once a majority granted, or a majority answered and too few can still grant; the
     // replies still out may grant late, which the undo (queued behind them) takes back.
     let fan: FanOut<AcquireReply> = inner

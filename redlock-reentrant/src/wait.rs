@@ -120,8 +120,7 @@ async fn wait_for_grant(
         // may not have reached the masters that refuse this attempt yet.
         let since = previous_start.replace(started).unwrap_or(started);
         let resumable = interrupted_pause.take();
-        let waits = left() != Some(Duration::ZERO);
-        let (fallback, rechecking) = match attempt(inner, target, mode, &mut ticket, waits).await {
+        let (fallback, rechecking) = match attempt(inner, target, mode, &mut ticket).await {
             Ok(Outcome::Acquired(grant)) => return Ok(Some(grant)),
             Ok(Outcome::Expired) => continue,
             Ok(Outcome::NeedsTurn) => {

@@ -64,34 +64,18 @@ pub fn rival_hold(cluster: &RedisCluster, node: usize, key: &str, owner: &str) {
         .expect("seed the rival's hold");
 }
 
-/// The field of a reentrant lock's hash that marks it as waited for (`acquire.lua` sets it for
-/// a caller that waits, and the final release announces itself only then); no hold's field.
-pub const WAITERS_FIELD: &str = "waiters";
-
-/// The holds in the hash at `key` (a reentrant lock: hold field, its owner and number -> hold
-/// count) on every running node, in whatever map type the caller wants them as; the mark of a
-/// waited-for lock ([`WAITERS_FIELD`]) left out.
-///
-/// # Panics
-///
-/// If a running node does not answer, or its hash does not decode as `T`.
+/// The hash at `key` (a reentrant lock: hold field, its owner and number -> hold count) on every running node, in
+/// whatever map type the caller wants it as.
 pub fn hashes<T: redis::FromRedisValue>(cluster: &RedisCluster, key: &str) -> Vec<T> {
     cluster
         .nodes()
         .iter()
         .filter(|node| node.is_running())
         .map(|node| {
-            let fields: Vec<(String, redis::Value)> = redis::cmd("HGETALL")
+            redis::cmd("HGETALL")
                 .arg(key)
                 .query(&mut node.connection())
-                .unwrap_or_else(|e| panic!("HGETALL on port {} failed: {e}", node.port()));
-            let holds = fields
-                .into_iter()
-                .filter(|(field, _)| field != WAITERS_FIELD)
-                .flat_map(|(field, count)| [redis::Value::BulkString(field.into_bytes()), count])
-                .collect();
-            T::from_redis_value(redis::Value::Array(holds))
-                .unwrap_or_else(|e| panic!("the hash at {key} on port {}: {e}", node.port()))
+                .unwrap_or_else(|e| panic!("HGETALL on port {} failed: {e}", node.port()))
         })
         .collect()
 }

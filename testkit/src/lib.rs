@@ -74,7 +74,6 @@ pub use fault_run::{actor, one_scenario_at_a_time, FaultRun, RunConfig};
 pub use fenced::{Access, FencedClient, FencedResource};
 pub use fixtures::{
     error_chain, eventually, eventually_async, hashes, pttls, rival_hold, seeded_rng, test_seed,
-    WAITERS_FIELD,
 };
 pub use history::History;
 pub use holder::HolderProcess;

@@ -210,20 +210,17 @@ impl ShardedCluster {
         promoted.unwrap_or_else(|| unreachable!("set when the wait ends"))
     }
 
-    /// The holds in `key`'s hash on the server `i` (empty when absent), the mark of a
-    /// waited-for lock ([`WAITERS_FIELD`](crate::WAITERS_FIELD)) left out.
+    /// `key`'s value as a hash on the server `i` (empty when absent).
     ///
     /// # Panics
     ///
     /// If the server does not answer.
     pub fn hash_on(&self, i: usize, key: &str) -> std::collections::HashMap<String, String> {
         let mut connection = self.nodes[i].connection();
-        let mut hash: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+        redis::cmd("HGETALL")
             .arg(key)
             .query(&mut connection)
-            .unwrap_or_else(|err| panic!("HGETALL {key} on node {i}: {err}"));
-        hash.remove(crate::WAITERS_FIELD);
-        hash
+            .unwrap_or_else(|err| panic!("HGETALL {key} on node {i}: {err}"))
     }
 
     fn running(&self) -> impl Iterator<Item = &RedisServer> {

@@ -197,9 +197,9 @@ pub mod script_calls {
     }
 
     /// A new hold's attempt (`acquire.lua`, expected count 0): two keys, its hold field, the
-    /// lease, the count, the fencing hint, the owner's prefix and whether its caller waits.
+    /// lease, the count, the fencing hint and the owner's prefix.
     pub fn is_new_attempt(command: &Command) -> bool {
-        command.len() == 11 && command[2] == b"2" && command[7] == b"0"
+        command.len() == 10 && command[2] == b"2" && command[7] == b"0"
     }
 
     /// An undo (`undo.lua`): one key and four arguments, the count after the field (an

@@ -6,8 +6,7 @@
 -- earlier hold never touches a later one). ARGV[2]: the lease in milliseconds. ARGV[3]: the
 -- hold count the owner expects to find here (0 for a new hold). ARGV[4]: the smallest fencing
 -- candidate the client wants (the token after the largest it has seen; 0 for none). ARGV[5]:
--- the owner's prefix of its holds' fields (`{owner}:`). ARGV[6]: '1' when the caller waits for
--- the lock if it is held, '0' when it does not (`try_lock` with no wait).
+-- the owner's prefix of its holds' fields (`{owner}:`).
 -- Returns {status, value, holder}:
 --   {1, candidate, ''}  a new hold; candidate is this node's fencing-token candidate
 --   {2, count, ''}      a reentrant acquisition; count is the new hold count
@@ -19,10 +18,6 @@
 -- and a late request of the earlier hold names that hold's field, gone from then on. Only an
 -- earlier one (a smaller number after the prefix): a late attempt of an earlier hold finds a
 -- later hold in its way, as any other holder.
--- A refused acquisition whose caller waits marks the lock as waited for (the field `waiters`, which no hold's
--- field can be: those all have a colon); the final release announces itself only then, and the
--- mark goes with the lock. A takeover keeps it. Not in the model: wake-ups are hints there (every
--- wait is bounded), and the mark changes no hold.
 -- A key of another type, or a hash without an expiry (never one of ours), is an error.
 -- A reentrant acquisition never shortens the lease: the hold keeps the longest one asked for.
 -- Fewest calls on the common paths: PTTL tells a free key (-2) and a key without an expiry
@@ -58,9 +53,6 @@ local function new_hold()
     return {1, candidate, ''}
 end
 
--- The field that marks a lock as waited for (the same in unlock.lua and inspect.lua).
-local WAITERS = 'waiters'
-
 local expected = tonumber(ARGV[3])
 local pttl = redis.call('pttl', KEYS[1])
 if pttl == -2 then
@@ -79,29 +71,14 @@ if pttl < 0 then
 end
 held = tonumber(held or '0')
 if held == 0 then
-    local holder = ''
-    for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
-        if field ~= WAITERS then
-            holder = field
-            break
-        end
-    end
+    local holder = redis.call('hkeys', KEYS[1])[1] or ''
     if expected == 0 and string.sub(holder, 1, #ARGV[5]) == ARGV[5] then
         local earlier = tonumber(string.sub(holder, #ARGV[5] + 1))
         local this = tonumber(string.sub(ARGV[1], #ARGV[5] + 1))
         if earlier and this and earlier < this then
-            local waited = redis.call('hexists', KEYS[1], WAITERS)
             redis.call('del', KEYS[1])
-            local reply = new_hold()
-            if waited == 1 then
-                redis.call('hset', KEYS[1], WAITERS, 0)
-            end
-            return reply
+            return new_hold()
         end
-    end
-    if ARGV[6] == '1' then
-        -- The caller waits for this lock: its final release announces itself.
-        redis.call('hset', KEYS[1], WAITERS, 0)
     end
     return {0, pttl, holder}
 end

@@ -18,17 +18,13 @@ local pttl = redis.call('pttl', KEYS[1])
 if pttl < 0 then
     return redis.error_reply('WRONGTYPE lock key holds a hash with no expiry')
 end
--- The holds' fields, without the mark of a waited-for lock (see acquire.lua).
-local holder, holds, only = 0, 0, ''
+local holder = 0
 local fields = redis.call('hgetall', KEYS[1])
-for i = 1, #fields, 2 do
-    if fields[i] ~= 'waiters' then
-        holder = math.max(holder, tonumber(fields[i + 1]) or 0)
-        holds, only = holds + 1, fields[i]
-    end
+for i = 2, #fields, 2 do
+    holder = math.max(holder, tonumber(fields[i]) or 0)
 end
 local digest = ''
-if holds == 1 then
-    digest = redis.sha1hex(only)
+if #fields == 2 then
+    digest = redis.sha1hex(fields[1])
 end
 return {1, tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0'), pttl, holder, counter, digest}
