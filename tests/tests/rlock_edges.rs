@@ -186,19 +186,26 @@ async fn a_release_or_extension_the_silent_nodes_could_still_decide_is_no_quorum
         .acquire("undecided", Duration::from_secs(10))
         .await
         .expect("acquired");
-    // Decided by the first majority: every grant lands before the test takes one away.
-    assert!(
-        eventually_async(Duration::from_secs(5), || cluster.count_keys(KEY) == 5).await,
-        "granted everywhere"
-    );
-    // One node lost the key; two do not answer. The two that did not answer may still hold
-    // it, and with the two that do, that is a majority: undecided, not "not owner".
+    // Granted by a majority, whose grants have landed; the others' may be on their way, or
+    // never sent on a busy machine (a request that timed out before it was written).
+    let holding: Vec<usize> = (0..5)
+        .filter(|&node| !cluster.keys_on(node, KEY).is_empty())
+        .collect();
+    assert!(holding.len() >= 3, "granted by a majority: {holding:?}");
+    // One node lost the key (one whose grant landed: no late grant brings it back); two do
+    // not answer. The two that did not answer may hold it, and with the two that do, that is
+    // a majority: undecided, not "not owner".
+    let (answering, lost) = (&holding[..2], holding[2]);
+    let silent: Vec<usize> = (0..5)
+        .filter(|node| !answering.contains(node) && *node != lost)
+        .collect();
     redis::cmd("DEL")
         .arg(KEY)
-        .exec(&mut cluster.node(2).connection())
+        .exec(&mut cluster.node(lost).connection())
         .expect("DEL");
-    cluster.stop(3);
-    cluster.stop(4);
+    for &node in &silent {
+        cluster.stop(node);
+    }
     let extended = redlock.extend(&lease, Duration::from_secs(10)).await;
     assert!(
         matches!(extended, Err(CoreError::NoQuorum { .. })),
@@ -209,8 +216,9 @@ async fn a_release_or_extension_the_silent_nodes_could_still_decide_is_no_quorum
         matches!(released, Err(CoreError::NoQuorum { .. })),
         "{released:?}"
     );
-    cluster.resume(3);
-    cluster.resume(4);
+    for &node in &silent {
+        cluster.resume(node);
+    }
     // The release reached the silent nodes all the same: once they answer, the lock is gone,
     // long before its lease ends.
     released_everywhere(&cluster, KEY, Duration::from_secs(10) / 3).await;
