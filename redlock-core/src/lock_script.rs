@@ -184,15 +184,8 @@ impl ScriptCall {
         key.write_redis_args(&mut self.keys);
         if let Some(packed) = self.packed.take() {
             // A key after an argument: the command names more keys, so it is packed again.
-            let args: Vec<Vec<u8>> = words(&packed)
-                .skip(3 + before)
-                .map(<[u8]>::to_vec)
-                .collect();
-            let mut again = self.command("EVALSHA", self.script.sha(), 0);
-            for arg in &args {
-                again.arg(&arg[..]);
-            }
-            self.packed = Some(Arc::new(again));
+            let args = words(&packed).skip(3 + before);
+            self.packed = Some(Arc::new(self.evalsha_with(self.script, args)));
         }
         self
     }
@@ -290,14 +283,21 @@ impl ScriptCall {
     pub(crate) fn evalsha_of(&self, script: &'static LockScript) -> Arc<redis::Cmd> {
         match &self.packed {
             Some(packed) if std::ptr::eq(script, self.script) => Arc::clone(packed),
-            _ => {
-                let mut cmd = self.command("EVALSHA", script.sha(), 0);
-                for arg in self.args() {
-                    cmd.arg(arg);
-                }
-                Arc::new(cmd)
-            }
+            _ => Arc::new(self.evalsha_with(script, self.args())),
         }
+    }
+
+    /// `EVALSHA` of `script` with this call's keys and `args`.
+    fn evalsha_with<'a>(
+        &self,
+        script: &'static LockScript,
+        args: impl Iterator<Item = &'a [u8]>,
+    ) -> redis::Cmd {
+        let mut cmd = self.command("EVALSHA", script.sha(), 0);
+        for arg in args {
+            cmd.arg(arg);
+        }
+        cmd
     }
 
     /// `verb body <number of keys> <keys>`, with room for `room` bytes of arguments more.
@@ -316,7 +316,7 @@ impl ScriptCall {
 }
 
 /// The words of a packed command.
-fn words(cmd: &redis::Cmd) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn words(cmd: &redis::Cmd) -> impl Iterator<Item = &[u8]> {
     cmd.args_iter().filter_map(|arg| match arg {
         redis::Arg::Simple(bytes) => Some(bytes),
         _ => None,

@@ -138,6 +138,18 @@ impl RedisCluster {
             .sum()
     }
 
+    /// The running nodes that have a key matching `pattern` (stopped and killed nodes are
+    /// skipped): where a lock was granted.
+    ///
+    /// # Panics
+    ///
+    /// If a running node does not answer.
+    pub fn nodes_with(&self, pattern: &str) -> Vec<usize> {
+        (0..self.len())
+            .filter(|&i| self.nodes[i].is_running() && !self.keys_on(i, pattern).is_empty())
+            .collect()
+    }
+
     /// The keys matching `pattern` on node `i`, sorted.
     ///
     /// # Panics

@@ -45,21 +45,6 @@ async fn renewed(signal: &LostSignal) {
     assert!(moved, "not renewed within {WATCHDOG:?}");
 }
 
-/// The running nodes that have the lock hash named `key`.
-fn holding(cluster: &RedisCluster, key: &str) -> Vec<usize> {
-    (0..cluster.len())
-        .filter(|&node| cluster.node(node).is_running() && !cluster.keys_on(node, key).is_empty())
-        .collect()
-}
-
-/// Lock hashes named `key` on the running nodes.
-fn lock_keys(cluster: &RedisCluster, key: &str) -> usize {
-    (0..cluster.len())
-        .filter(|&node| cluster.node(node).is_running())
-        .map(|node| cluster.keys_on(node, key).len())
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_no_majority_answered_leaves_the_hold_counted_and_renewed() {
     const KEY: &str = "redlock:unanswered";
@@ -75,7 +60,7 @@ async fn a_release_no_majority_answered_leaves_the_hold_counted_and_renewed() {
     // acquisition request that timed out before its connection wrote it is never sent; so is
     // one that waited for a connection longer than its timeout, or one to a node skipped as
     // unresponsive while a majority answers).
-    let held_on = holding(&cluster, KEY);
+    let held_on = cluster.nodes_with(KEY);
     assert!(held_on.len() >= 3, "held on {held_on:?}");
     // Two of those answer the release; the three others are stopped: no majority.
     let answering = &held_on[held_on.len() - 2..];
@@ -97,7 +82,7 @@ async fn a_release_no_majority_answered_leaves_the_hold_counted_and_renewed() {
         .try_lock(Duration::ZERO, None)
         .await
         .expect("try_lock"));
-    let still = holding(&cluster, KEY);
+    let still = cluster.nodes_with(KEY);
     assert!(
         held_on.iter().all(|node| still.contains(node)),
         "held on {held_on:?} before the release, on {still:?} after"
@@ -248,7 +233,7 @@ async fn a_guard_dropped_outside_a_runtime_is_never_renewed_again() {
     // Nothing renews it: the lock expires within its lease (from the last renewal, before
     // the drop).
     assert!(
-        eventually_async(WATCHDOG * 3 / 2, || lock_keys(&cluster, KEY) == 0).await,
+        eventually_async(WATCHDOG * 3 / 2, || cluster.count_keys(KEY) == 0).await,
         "still held after {:?}",
         WATCHDOG * 3 / 2
     );
@@ -318,7 +303,7 @@ async fn a_guard_dropped_outside_a_runtime_while_an_operation_has_the_hold_gives
         ),
     }
     assert!(
-        eventually_async(WATCHDOG * 3 / 2, || lock_keys(&cluster, KEY) == 0).await,
+        eventually_async(WATCHDOG * 3 / 2, || cluster.count_keys(KEY) == 0).await,
         "still held after {:?}",
         WATCHDOG * 3 / 2
     );
@@ -329,7 +314,7 @@ async fn a_guard_dropped_outside_a_runtime_while_an_operation_has_the_hold_gives
 /// the hold's lease is over by any clock.
 async fn expired_everywhere(cluster: &RedisCluster, key: &str, lease: Duration) {
     assert!(
-        eventually_async(lease * 2, || lock_keys(cluster, key) == 0).await,
+        eventually_async(lease * 2, || cluster.count_keys(key) == 0).await,
         "the {lease:?} lease never ran out on the nodes"
     );
 }
@@ -412,7 +397,7 @@ async fn a_final_release_no_majority_answered_ends_within_its_lease() {
     }
     // The paused nodes ran the release on resume, or the key expires there: within a lease.
     assert!(
-        eventually_async(WATCHDOG * 3 / 2, || lock_keys(&cluster, KEY) == 0).await,
+        eventually_async(WATCHDOG * 3 / 2, || cluster.count_keys(KEY) == 0).await,
         "still held {:?} after the owning task ended",
         WATCHDOG * 3 / 2
     );
@@ -476,7 +461,7 @@ async fn a_guard_release_behind_a_pending_unlock_that_fails_again_gives_the_hold
         cluster.resume(node);
     }
     assert!(
-        eventually_async(WATCHDOG * 3 / 2, || lock_keys(&cluster, KEY) == 0).await,
+        eventually_async(WATCHDOG * 3 / 2, || cluster.count_keys(KEY) == 0).await,
         "still held after {:?}",
         WATCHDOG * 3 / 2
     );
@@ -515,7 +500,7 @@ fn a_hold_left_when_its_runtime_shuts_down_is_given_up_without_recursion() {
     assert_eq!(holder.watchdog().registered(), 0, "never renewed again");
     drop(holder);
     assert!(
-        redlock_testkit::eventually(WATCHDOG * 3 / 2, || lock_keys(&cluster, KEY) == 0),
+        redlock_testkit::eventually(WATCHDOG * 3 / 2, || cluster.count_keys(KEY) == 0),
         "still held after {:?}",
         WATCHDOG * 3 / 2
     );

@@ -48,10 +48,8 @@ impl Variant {
     pub(super) fn eval(&self) -> Arc<Cmd> {
         let mut eval = redis::cmd("EVAL");
         eval.arg(self.source);
-        for arg in self.evalsha.args_iter().skip(2) {
-            if let redis::Arg::Simple(bytes) = arg {
-                eval.arg(bytes);
-            }
+        for arg in crate::lock_script::words(&self.evalsha).skip(2) {
+            eval.arg(arg);
         }
         Arc::new(eval)
     }
