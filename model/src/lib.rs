@@ -34,6 +34,7 @@ pub mod master;
 pub mod network;
 pub mod properties;
 mod report;
+pub mod rw;
 pub mod scenarios;
 pub mod system;
 

@@ -187,6 +187,14 @@ pub enum InvalidArgument {
     /// so two clients sharing one owner could both hold a lock.
     #[error("invalid argument: the lock owner belongs to another lock client")]
     ForeignOwner,
+    /// A write lock asked for by an owner that holds the read lock of the same read-write
+    /// lock: it would wait for itself. Release the read lock first (a writer may take the read
+    /// lock, the other way round).
+    #[error("invalid argument: the owner holds the read lock of `{name}`; a write lock would wait for itself (release the read lock first)")]
+    UpgradeWouldDeadlock {
+        /// The read-write lock's name.
+        name: String,
+    },
     /// The clock-drift factor is negative, not finite, or 1 or more.
     #[error("invalid argument: the clock-drift factor must be in [0, 1), got {0}")]
     DriftFactor(f64),

@@ -8,15 +8,16 @@ use std::time::Duration;
 
 use redlock_core::lock_kind::{FanOut, FinishOnDrop, Slot};
 use redlock_core::quorum::lease_millis;
-use redlock_core::{Error, LostReason, OwnerToken};
+use redlock_core::{Error, InvalidArgument, LostReason, OwnerToken};
 use redlock_watchdog::lock_kind::GiveUp;
 
 use crate::fencing::choose_token;
 use crate::gate::Ticket;
-use crate::hold::{new_generation, AcquirePlan, Grant, LeaseMode};
-use crate::holds::{HoldGuard, Target};
+use crate::hold::{new_generation, AcquirePlan, Grant, Hold, LeaseMode};
+use crate::holds::{HoldGuard, HoldKey, Target};
 use crate::inner::Inner;
-use crate::lua::{AcquireReply, Applied, ACQUIRE, FENCE, UNDO};
+use crate::kind::Kind;
+use crate::lua::{AcquireReply, Applied, FENCE};
 
 /// What one attempt achieved.
 #[derive(Debug)]
@@ -38,12 +39,15 @@ pub(crate) enum Outcome {
 
 /// Makes one attempt. Holds this owner's hold for the whole attempt, and for its undo if the
 /// attempt is dropped half-way. A new hold granted takes the task's `turn` in the client's
-/// line with it (see `gate`).
+/// line with it (see `gate`), except a read hold: readers do not exclude each other, so the
+/// next task in line goes at once. `waits`: the caller will wait if refused (a writer that
+/// will wait registers, so that new readers wait behind it).
 pub(crate) async fn attempt(
     inner: &Arc<Inner>,
     target: &Target,
     mode: LeaseMode,
     turn: &mut Option<Ticket>,
+    waits: bool,
 ) -> Result<Outcome, Error> {
     inner.check_open()?;
     let timing = match mode {
@@ -63,6 +67,9 @@ pub(crate) async fn attempt(
         .state()
         .plan_acquire()
         .map_err(|reason| Error::lock_lost(&target.name, reason))?;
+    if plan == AcquirePlan::New {
+        refuse_upgrade(inner, target)?;
+    }
     let (expected, generation) = match plan {
         AcquirePlan::New if turn.is_none() => return Ok(Outcome::NeedsTurn),
         AcquirePlan::New => (0, new_generation()),
@@ -86,16 +93,31 @@ pub(crate) async fn attempt(
     }
     .arm();
 
-    let call = ACQUIRE
+    let call = target
+        .kind()
+        .acquire()
         .call()
         .replicated()
         .key(target.key())
-        .key(&*target.fence_key)
+        .key(&*target.fence_key);
+    // A read-write lock's side also reads the other side and the waiting writers.
+    let call = match (&target.rw, target.kind()) {
+        (Some(rw), Kind::Read) => call.key(&*rw.writer).key(&*rw.waiting),
+        (Some(rw), Kind::Write) => call.key(&*rw.readers).key(&*rw.waiting),
+        _ => call,
+    };
+    let call = call
         .arg(field.as_str())
         .arg(lease_millis(lease))
         .arg(expected)
         .arg(inner.token_hint())
         .arg(target.field_arg(None));
+    let call = match target.kind() {
+        Kind::Write => call
+            .arg(u8::from(waits))
+            .arg(lease_millis(inner.writer_heartbeat())),
+        Kind::Reentrant | Kind::Read => call,
+    };
     // Decided once a majority granted, or a majority answered and too few can still grant; the
     // replies still out may grant late, which the undo (queued behind them) takes back.
     let fan: FanOut<AcquireReply> = inner
@@ -184,7 +206,8 @@ pub(crate) async fn attempt(
                 match registration.take() {
                     Some(registration) => {
                         inner.counters.new_hold(written_back);
-                        let turn = turn.take();
+                        // A reader lets the next task of the line through at once.
+                        let turn = turn.take().filter(|_| target.kind() != Kind::Read);
                         Some(state.acquired_new(registration, generation, token, mode, valid, turn))
                     }
                     // Nested: `None` when the hold was given up just now, where nothing could
@@ -218,6 +241,29 @@ pub(crate) async fn attempt(
             written,
         )),
         Then::NotGranted => failure(target, &hold, nested.as_ref(), granted, lease, fan),
+    }
+}
+
+/// A write acquisition by an owner that holds the read side of the same lock would wait for
+/// itself: refused at once (Redisson's `RReadWriteLock` deadlocks there). A hold of the read
+/// side that was lost and not unwound yet counts: its owner has to unlock it first.
+fn refuse_upgrade(inner: &Inner, target: &Target) -> Result<(), Error> {
+    let Some(rw) = target.rw.as_ref().filter(|_| target.kind() == Kind::Write) else {
+        return Ok(());
+    };
+    let read = HoldKey {
+        key: Arc::clone(&rw.readers),
+        kind: Kind::Read,
+        owner: target.hold.owner.clone(),
+    };
+    match inner.holds.get(&read) {
+        Some(cell) if !matches!(*cell.state(), Hold::Free) => {
+            Err(InvalidArgument::UpgradeWouldDeadlock {
+                name: target.name.to_string(),
+            }
+            .into())
+        }
+        _ => Ok(()),
     }
 }
 
@@ -467,7 +513,9 @@ async fn undo(
     seen: impl Fn(usize) -> bool,
     announce: bool,
 ) {
-    let call = UNDO
+    let call = target
+        .kind()
+        .undo()
         .call()
         .key(target.key())
         .arg(field.as_str())

@@ -8,9 +8,9 @@ use redlock_watchdog::{Watchdog, WatchdogConfig};
 
 use crate::config::{ConfigError, LockClientConfig};
 use crate::inner::Inner;
-use crate::owner::OwnerSource;
+use crate::kind::Kind;
 use crate::wakeup::Wakeups;
-use crate::{LockOwner, RLock};
+use crate::{LockOwner, RLock, RReadWriteLock};
 
 /// A connection to N independent Redis masters that hands out [`RLock`]s.
 ///
@@ -83,12 +83,25 @@ impl LockClient {
     pub fn get_lock(&self, name: impl Into<String>) -> RLock {
         let name: String = name.into();
         let key = self.inner.redlock.config().key_for(&name);
-        RLock::new(
-            self.clone(),
-            name.into(),
-            key.into(),
-            OwnerSource::CurrentTask,
-        )
+        RLock::new(self.clone(), name.into(), &key, Kind::Reentrant, None)
+    }
+
+    /// The read-write lock `name`: many readers at once, or one writer (see
+    /// [`RReadWriteLock`]). Its keys are the key prefix plus the name, then `:read`, `:write`
+    /// and `:write-waiting` (a reentrant lock named `{name}:write` would share the writer's
+    /// key). Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// let config = client.get_read_write_lock("config");
+    /// let reading = config.read_lock().acquire().await?;
+    /// reading.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_read_write_lock(&self, name: impl Into<String>) -> RReadWriteLock {
+        RReadWriteLock::new(self.clone(), name.into())
     }
 
     /// A new explicit owner, for work that moves between tasks (see [`LockOwner`]).

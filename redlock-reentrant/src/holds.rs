@@ -10,17 +10,25 @@ use redlock_watchdog::LostSignal;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::hold::Hold;
+use crate::kind::{Kind, RwKeys};
 use crate::lua::Shown;
 use redlock_core::lock_kind::unpoisoned;
 
-/// Which hold: a lock key and an owner.
+/// Which hold: a lock key (the key the hold is kept in on the nodes), its kind and an owner.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct HoldKey {
     pub(crate) key: Arc<str>,
+    pub(crate) kind: Kind,
     pub(crate) owner: OwnerToken,
 }
 
 impl HoldKey {
+    /// The channel on which releases of the hold's lock are announced (both sides of a
+    /// read-write lock share their lock's).
+    pub(crate) fn channel(&self) -> String {
+        crate::wakeup::channel_of(self.kind.lock_key(&self.key))
+    }
+
     /// The hash field that names this owner's hold of `generation` on the nodes: the owner, and
     /// the hold. Every request of a hold names it, so one that arrives late (after a reconnect,
     /// or overtaken in a Redis Cluster member's queue) never counts for, or deletes, a later
@@ -212,11 +220,17 @@ pub(crate) struct Target {
     pub(crate) channel: Arc<str>,
     /// The fencing counter the lock's tokens come from.
     pub(crate) fence_key: Arc<str>,
+    /// A read-write lock's keys (`None` for a reentrant lock).
+    pub(crate) rw: Option<Arc<RwKeys>>,
 }
 
 impl Target {
     pub(crate) fn key(&self) -> &str {
         &self.hold.key
+    }
+
+    pub(crate) fn kind(&self) -> Kind {
+        self.hold.kind
     }
 
     /// The hash field of this owner's hold of `generation` (see [`HoldKey::field`]).
@@ -244,6 +258,7 @@ mod tests {
     fn a_field_written_into_a_request_is_the_field_the_hold_keeps() {
         let hold = HoldKey {
             key: Arc::from("redlock:k"),
+            kind: Kind::Reentrant,
             owner: OwnerToken::from_string("client:task-3".into()),
         };
         assert_eq!(hold.field(42).as_str(), "client:task-3:42");

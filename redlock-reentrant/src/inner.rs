@@ -97,7 +97,7 @@ impl Inner {
     /// by this lock kind's script.
     pub(crate) fn register(&self, target: &Target, field: &OwnerToken) -> Registration {
         self.watchdog.register(
-            RenewScript::new(&crate::lua::RENEW),
+            RenewScript::new(target.kind().renew()),
             target.key(),
             field.clone(),
         )
@@ -165,6 +165,14 @@ impl Inner {
     /// A new request id, as it is written into a request.
     pub(crate) fn new_request_arg(&self) -> Shown<RequestText<'_>> {
         self.request_arg(self.request_id())
+    }
+
+    /// How long a waiting writer's registration lasts on the nodes unless the writer looks
+    /// again (it does within a third of it): a third of the watchdog's lease (10 s by default),
+    /// and at least four per-node timeouts, so a look that takes its whole timeout still comes
+    /// in time. A writer that crashed while it waited holds new readers up for at most this.
+    pub(crate) fn writer_heartbeat(&self) -> Duration {
+        (self.timing.lease / 3).max(self.timing.node_timeout * 4)
     }
 
     /// The per-node request timeout for a lock on the watchdog's lease (the configured one,

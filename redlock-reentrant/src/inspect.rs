@@ -9,7 +9,7 @@ use redlock_core::lock_kind::FanOut;
 use crate::consensus::reached_by_majority;
 use crate::holds::Target;
 use crate::inner::Inner;
-use crate::lua::{Inspected, INSPECT};
+use crate::lua::Inspected;
 use crate::Error;
 
 /// What a majority of nodes say about one lock, as seen by one owner.
@@ -88,7 +88,9 @@ pub(crate) async fn inspect(inner: &Arc<Inner>, target: &Target) -> Result<Inspe
         .get(&target.hold)
         .and_then(|cell| cell.generation());
     let field = generation.map_or_else(|| target.hold.owner.clone(), |g| target.field(g));
-    let call = INSPECT
+    let call = target
+        .kind()
+        .inspect()
         .call()
         .key(target.key())
         .key(&*target.fence_key)

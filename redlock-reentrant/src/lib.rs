@@ -66,9 +66,11 @@ mod hold;
 mod holds;
 mod inner;
 mod inspect;
+mod kind;
 mod lua;
 mod owner;
 mod rlock;
+mod rwlock;
 #[cfg(feature = "sabotage")]
 #[doc(hidden)]
 pub mod sabotage;
@@ -86,6 +88,7 @@ pub use inner::FENCE_COUNTER;
 pub use inspect::LockStatus;
 pub use owner::LockOwner;
 pub use rlock::RLock;
+pub use rwlock::RReadWriteLock;
 
 /// The errors of every lock of the workspace: one type, defined by the quorum core.
 pub use redlock_core::Error;

@@ -11,19 +11,38 @@ use redlock_core::redis::{self, FromRedisValue, ParsingError, Value};
 /// `lua/announce.lua` (`PUBLISH`), Redis Cluster members after `lua/announce_sharded.lua`
 /// (`SPUBLISH`, falling back to `PUBLISH`).
 macro_rules! announcing {
-    ($(#[$doc:meta])* $vis:vis $name:ident, $on_cluster:ident, $file:literal) => {
+    ($(#[$doc:meta])* $vis:vis $name:ident, $on_cluster:ident, $($file:literal),+) => {
         $(#[$doc])*
         $vis static $name: LockScript = LockScript::new(concat!(
             include_str!("lua/announce.lua"),
-            include_str!($file)
+            $(include_str!($file)),+
         ))
         .on_cluster(&$on_cluster);
 
         static $on_cluster: LockScript = LockScript::new(concat!(
             include_str!("lua/announce_sharded.lua"),
-            include_str!($file)
+            $(include_str!($file)),+
         ));
     };
+}
+
+/// Declares a script that takes new holds, with its fencing candidate (`lua/fencing_candidate.lua`):
+/// standalone masters take it from their counter (`lua/fencing_from_counter.lua`), Redis
+/// Cluster members from the clock at every new hold (`lua/fencing_from_clock.lua`).
+macro_rules! acquiring {
+    ($on_cluster:ident, $($file:literal),+) => {{
+        static $on_cluster: LockScript = LockScript::new(concat!(
+            include_str!("lua/fencing_from_clock.lua"),
+            include_str!("lua/fencing_candidate.lua"),
+            $(include_str!($file)),+
+        ));
+        LockScript::new(concat!(
+            include_str!("lua/fencing_from_counter.lua"),
+            include_str!("lua/fencing_candidate.lua"),
+            $(include_str!($file)),+
+        ))
+        .on_cluster(&$on_cluster)
+    }};
 }
 
 /// A script argument (or key) written straight into the request from its `Display` form, with
@@ -44,16 +63,28 @@ impl<D: std::fmt::Display> redis::ToRedisArgs for Shown<D> {
 
 /// Takes or re-enters a lock on one node (`lua/acquire.lua`); on Redis Cluster members, with a
 /// fencing candidate of at least the clock at every new hold (`lua/fencing_from_clock.lua`).
-pub(crate) static ACQUIRE: LockScript = LockScript::new(concat!(
-    include_str!("lua/fencing_from_counter.lua"),
-    include_str!("lua/acquire.lua")
-))
-.on_cluster(&ACQUIRE_ON_CLUSTER);
+pub(crate) static ACQUIRE: LockScript = acquiring!(
+    ACQUIRE_ON_CLUSTER,
+    "lua/acquire_plain.lua",
+    "lua/acquire.lua"
+);
 
-static ACQUIRE_ON_CLUSTER: LockScript = LockScript::new(concat!(
-    include_str!("lua/fencing_from_clock.lua"),
-    include_str!("lua/acquire.lua")
-));
+/// Takes or re-enters a read-write lock's write side on one node (`lua/acquire_write.lua`, then
+/// `lua/acquire.lua`): a new write hold also needs no live reader. Answers [`AcquireReply`].
+pub(crate) static ACQUIRE_WRITE: LockScript = acquiring!(
+    ACQUIRE_WRITE_ON_CLUSTER,
+    "lua/rw_common.lua",
+    "lua/acquire_write.lua",
+    "lua/acquire.lua"
+);
+
+/// Takes or re-enters a read-write lock's read side on one node (`lua/acquire_read.lua`).
+/// Answers [`AcquireReply`].
+pub(crate) static ACQUIRE_READ: LockScript = acquiring!(
+    ACQUIRE_READ_ON_CLUSTER,
+    "lua/rw_common.lua",
+    "lua/acquire_read.lua"
+);
 
 /// A node's answer to [`ACQUIRE`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +135,17 @@ announcing!(
 );
 
 announcing!(
+    /// [`UNDO`] of a read hold (`lua/undo_read.lua`).
+    pub(crate) UNDO_READ, UNDO_READ_ON_CLUSTER, "lua/rw_common.lua", "lua/undo_read.lua"
+);
+
+announcing!(
+    /// A writer that stopped waiting takes its registration back (`lua/withdraw_writer.lua`);
+    /// answers [`Applied`].
+    pub(crate) WITHDRAW_WRITER, WITHDRAW_WRITER_ON_CLUSTER, "lua/withdraw_writer.lua"
+);
+
+announcing!(
     /// Deletes a lock whoever holds it (`lua/force_unlock.lua`); answers [`Applied`].
     pub(crate) FORCE_UNLOCK, FORCE_UNLOCK_ON_CLUSTER, "lua/force_unlock.lua"
 );
@@ -111,6 +153,11 @@ announcing!(
 announcing!(
     /// Releases one acquisition on one node (`lua/unlock.lua`).
     pub(crate) UNLOCK, UNLOCK_ON_CLUSTER, "lua/unlock.lua"
+);
+
+announcing!(
+    /// [`UNLOCK`] of a read hold (`lua/unlock_read.lua`).
+    pub(crate) UNLOCK_READ, UNLOCK_READ_ON_CLUSTER, "lua/rw_common.lua", "lua/unlock_read.lua"
 );
 
 #[cfg(feature = "sabotage")]
@@ -141,6 +188,12 @@ impl FromRedisValue for UnlockReply {
 
 /// What one node knows of a lock (`lua/inspect.lua`).
 pub(crate) static INSPECT: LockScript = LockScript::new(include_str!("lua/inspect.lua"));
+
+/// [`INSPECT`] of a read-write lock's read side (`lua/inspect_read.lua`).
+pub(crate) static INSPECT_READ: LockScript = LockScript::new(concat!(
+    include_str!("lua/rw_common.lua"),
+    include_str!("lua/inspect_read.lua")
+));
 
 /// A node's answer to [`INSPECT`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,6 +249,17 @@ announcing!(
     /// how many were deleted.
     pub(crate) ABANDON, ABANDON_ON_CLUSTER, "lua/abandon.lua"
 );
+
+announcing!(
+    /// [`ABANDON`] of read holds (`lua/abandon_read.lua`).
+    pub(crate) ABANDON_READ, ABANDON_READ_ON_CLUSTER, "lua/rw_common.lua", "lua/abandon_read.lua"
+);
+
+/// [`RENEW`] of read holds (`lua/renew_read.lua`): each reader's own deadline.
+pub(crate) static RENEW_READ: LockScript = LockScript::new(concat!(
+    include_str!("lua/rw_common.lua"),
+    include_str!("lua/renew_read.lua")
+));
 
 /// Renews many held locks on one node (`lua/renew.lua`): the watchdog's batch renewal of
 /// reentrant holds (the contract of `redlock_watchdog::lock_kind::RenewScript`).

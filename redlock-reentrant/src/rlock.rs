@@ -9,6 +9,7 @@ use crate::hold::LeaseMode;
 use crate::holds::{HoldKey, Target};
 use crate::inner::Inner;
 use crate::inspect::{inspect, LockStatus};
+use crate::kind::{Kind, RwKeys};
 use crate::owner::OwnerSource;
 use crate::unlock::{pay, OnNoQuorum, Owed};
 use crate::wait::acquire_waiting;
@@ -102,29 +103,38 @@ use crate::{Error, LockClient, LockGuard, LockOwner};
 pub struct RLock {
     client: LockClient,
     name: Arc<str>,
+    /// The key its holds are kept in (a read-write lock's side: that side's key).
     key: Arc<str>,
-    /// Built once, with the key: the release channel and the fencing counter.
+    kind: Kind,
+    /// Built once, with the key: the release channel, the fencing counter, and a read-write
+    /// lock's keys.
     channel: Arc<str>,
     fence_key: Arc<str>,
+    rw: Option<Arc<RwKeys>>,
     owner: OwnerSource,
 }
 
 impl RLock {
+    /// A reentrant lock (`kind` [`Kind::Reentrant`], `rw` `None`), or one side of the
+    /// read-write lock whose keys `rw` are; `lock_key`: the lock's key.
     pub(crate) fn new(
         client: LockClient,
         name: Arc<str>,
-        key: Arc<str>,
-        owner: OwnerSource,
+        lock_key: &str,
+        kind: Kind,
+        rw: Option<Arc<RwKeys>>,
     ) -> Self {
-        let channel = crate::wakeup::channel_of(&key).into();
-        let fence_key = client.inner.fence_key_of(&key);
+        let channel = crate::wakeup::channel_of(lock_key).into();
+        let fence_key = client.inner.fence_key_of(lock_key);
         Self {
             client,
             name,
-            key,
+            key: kind.hold_key(lock_key).into(),
+            kind,
             channel,
             fence_key,
-            owner,
+            rw,
+            owner: OwnerSource::CurrentTask,
         }
     }
 
@@ -159,10 +169,12 @@ impl RLock {
             name: Arc::clone(&self.name),
             hold: HoldKey {
                 key: Arc::clone(&self.key),
+                kind: self.kind,
                 owner: self.owner.resolve(&self.client.inner.id)?,
             },
             channel: Arc::clone(&self.channel),
             fence_key: Arc::clone(&self.fence_key),
+            rw: self.rw.clone(),
         })
     }
 

@@ -16,10 +16,9 @@ use redlock_core::lock_kind::{FanOut, FinishOnDrop, ScriptCall, Slot, BATCHES_IN
 use redlock_core::{Error, LostReason};
 
 use crate::hold::{Hold, LeaseMode, MaybeApplied, Refusal, ReleasePlan};
-use crate::holds::{HoldGuard, Target};
+use crate::holds::{HoldGuard, HoldKey, Target};
 use crate::inner::Inner;
-use crate::lua::{Applied, UnlockReply, ABANDON, FORCE_UNLOCK, UNLOCK};
-use crate::wakeup::channel_of;
+use crate::lua::{Applied, UnlockReply, FORCE_UNLOCK};
 
 /// What a release does when too few nodes answer it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,7 +175,11 @@ fn plan(
 /// replies are left to a spawned task. Where nothing answers, the keys expire with their lease,
 /// as they would have.
 fn clear_leftovers(inner: &Inner, target: &Target, generation: u64) {
-    let call = abandon_call(inner, target, generation);
+    send_in_background(inner, abandon_call(inner, target, generation));
+}
+
+/// Places `call` on every node's connection now, and leaves its replies to a spawned task.
+fn send_in_background(inner: &Inner, call: ScriptCall) {
     let redlock = inner.redlock.clone();
     let timeout = inner.node_timeout();
     let mut sending = Box::pin(async move {
@@ -192,6 +195,25 @@ fn clear_leftovers(inner: &Inner, target: &Target, generation: u64) {
     if placed.is_pending() {
         redlock_core::lock_kind::spawn_cleanup(sending);
     }
+}
+
+/// A waiting writer's registration taken back on every node (announced, so readers it held up
+/// look again), as `clear_leftovers` sends: placed on every node's connection before this
+/// returns, the replies left to a spawned task. Where it does not arrive, the registration
+/// runs out within its heartbeat.
+pub(crate) fn withdraw_writer(inner: &Inner, target: &Target) {
+    let Some(rw) = &target.rw else {
+        return;
+    };
+    let call = crate::lua::WITHDRAW_WRITER
+        .call()
+        .key(&*rw.waiting)
+        .arg(target.field_arg(None))
+        .arg(target.channel())
+        .arg(inner.new_request_arg())
+        .by_source()
+        .releasing();
+    send_in_background(inner, call);
 }
 
 /// Finishes a release this owner left pending (no majority answered it) before its next
@@ -292,13 +314,15 @@ impl Flight {
         };
         #[cfg(feature = "sabotage")]
         let unlock_script: &redlock_core::lock_kind::LockScript =
-            if crate::sabotage::release_without_compare() {
+            if crate::sabotage::release_without_compare()
+                && target.kind() == crate::kind::Kind::Reentrant
+            {
                 &crate::lua::UNLOCK_WITHOUT_COMPARE
             } else {
-                &UNLOCK
+                target.kind().unlock()
             };
         #[cfg(not(feature = "sabotage"))]
-        let unlock_script: &redlock_core::lock_kind::LockScript = &UNLOCK;
+        let unlock_script: &redlock_core::lock_kind::LockScript = target.kind().unlock();
         let call = unlock_script
             .call()
             .key(target.key())
@@ -491,7 +515,9 @@ fn decide(tally: Tally) -> Verdict {
 /// The deletion of the lock where this owner's hold of `generation` holds it (`ABANDON`,
 /// announced to waiters).
 fn abandon_call(inner: &Inner, target: &Target, generation: u64) -> ScriptCall {
-    ABANDON
+    target
+        .kind()
+        .abandon()
         .call()
         .key(target.key())
         .arg(inner.new_request_arg())
@@ -580,23 +606,27 @@ pub(crate) async fn abandon_all(inner: &Arc<Inner>) {
     }
     let batch_size = inner.watchdog.config().batch_size;
     let message = inner.new_request_arg();
-    // A batch keeps to one hash slot when a node is a Redis Cluster member.
+    // A batch is of one kind's script, and keeps to one hash slot when a node is a Redis
+    // Cluster member.
     let config = inner.redlock.config();
-    held.sort_by_key(|(_, key, _)| config.slot_of(&key.key));
+    let script = |key: &HoldKey| key.kind.abandon().sha();
+    held.sort_by_key(|(_, key, _)| (script(key), config.slot_of(&key.key)));
     let calls: Vec<_> = held
-        .chunk_by(|(_, a, _), (_, b, _)| config.slot_of(&a.key) == config.slot_of(&b.key))
-        .flat_map(|slot| slot.chunks(batch_size))
+        .chunk_by(|(_, a, _), (_, b, _)| {
+            (script(a), config.slot_of(&a.key)) == (script(b), config.slot_of(&b.key))
+        })
+        .flat_map(|batch| batch.chunks(batch_size))
         .map(|batch| {
             // Every key first: a call is packed as it is built, and a key after an argument
             // packs it again (`EVALSHA` names the number of keys before them).
-            let keys = ABANDON.call().by_source().releasing();
+            let keys = batch[0].1.kind.abandon().call().by_source().releasing();
             let keys = batch
                 .iter()
                 .fold(keys, |call, (_, key, _)| call.key(&*key.key));
             batch
                 .iter()
                 .fold(keys.arg(message), |call, (field, key, _)| {
-                    call.arg(field.as_str()).arg(channel_of(&key.key))
+                    call.arg(field.as_str()).arg(key.channel())
                 })
         })
         .collect();

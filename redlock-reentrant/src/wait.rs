@@ -81,6 +81,9 @@ async fn wait_for_grant(
     // An attempt found that a new hold is wanted though the look below saw a hold of this
     // owner's: the next pass takes its turn whatever it sees.
     let mut turn_wanted = false;
+    // A writer that waits is registered on the nodes (new readers wait behind it): it takes
+    // that back however this call ends without the lock.
+    let mut registered = WaitingWriter::new(inner, target);
     loop {
         if std::mem::take(&mut turn_wanted) || needs_turn(inner, target) {
             if ticket.is_none()
@@ -120,8 +123,13 @@ async fn wait_for_grant(
         // may not have reached the masters that refuse this attempt yet.
         let since = previous_start.replace(started).unwrap_or(started);
         let resumable = interrupted_pause.take();
-        let (fallback, rechecking) = match attempt(inner, target, mode, &mut ticket).await {
-            Ok(Outcome::Acquired(grant)) => return Ok(Some(grant)),
+        let waits = left().is_none_or(|left| !left.is_zero());
+        registered.sent(waits);
+        let (fallback, rechecking) = match attempt(inner, target, mode, &mut ticket, waits).await {
+            Ok(Outcome::Acquired(grant)) => {
+                registered.granted();
+                return Ok(Some(grant));
+            }
             Ok(Outcome::Expired) => continue,
             Ok(Outcome::NeedsTurn) => {
                 turn_wanted = true;
@@ -171,7 +179,12 @@ async fn wait_for_grant(
         }
         if waiting.subscription.is_none() {
             drop(notified);
-            waiting.subscription = Some(inner.wakeups.subscribe(target.channel()).await);
+            waiting.subscription = Some(
+                inner
+                    .wakeups
+                    .subscribe(target.channel(), target.rw.is_some())
+                    .await,
+            );
             waiting.counted = Some(GaugeUnit::new(telemetry::WAITERS));
             continue; // try again now that releases reach us
         }
@@ -190,6 +203,44 @@ async fn wait_for_grant(
                     recheck = recheck.map(|pause| pause.saturating_mul(2));
                 }
             }
+        }
+    }
+}
+
+/// A read-write lock's writer that may be registered as waiting on the nodes. Dropped while
+/// registered (the call ended without the lock, or was dropped), it takes the registration
+/// back on every node and tells the readers it held up; where that does not arrive, the
+/// registration runs out within its heartbeat.
+struct WaitingWriter {
+    /// What the withdrawal needs, for a write side only.
+    target: Option<(Arc<Inner>, Target)>,
+    registered: bool,
+}
+
+impl WaitingWriter {
+    fn new(inner: &Arc<Inner>, target: &Target) -> Self {
+        let write = target.rw.is_some() && target.kind() == crate::kind::Kind::Write;
+        Self {
+            target: write.then(|| (Arc::clone(inner), target.clone())),
+            registered: false,
+        }
+    }
+
+    /// An attempt is sent; one that will wait may register.
+    fn sent(&mut self, waits: bool) {
+        self.registered |= waits;
+    }
+
+    /// The lock was granted: the grant took the registration back.
+    fn granted(&mut self) {
+        self.registered = false;
+    }
+}
+
+impl Drop for WaitingWriter {
+    fn drop(&mut self) {
+        if let (true, Some((inner, target))) = (self.registered, self.target.take()) {
+            crate::unlock::withdraw_writer(&inner, &target);
         }
     }
 }

@@ -58,6 +58,8 @@ struct ChannelState {
     _counted: GaugeUnit,
     notify: Arc<Notify>,
     waiters: usize,
+    /// A release wakes every waiter, not one (see [`Wakeups::subscribe`]).
+    wake_all: bool,
     /// The last release announced, and when its first copy came (the copies other nodes
     /// announce of the same release are ignored).
     last_release: Option<(Vec<u8>, Instant)>,
@@ -72,6 +74,7 @@ impl ChannelState {
             _counted: GaugeUnit::new(telemetry::SUBSCRIPTIONS),
             notify: Arc::new(Notify::new()),
             waiters: 0,
+            wake_all: false,
             last_release: None,
             subscribed_on: vec![false; nodes],
             confirmed: watch::Sender::new(0),
@@ -195,13 +198,18 @@ impl Wakeups {
     /// # Cancel safety
     ///
     /// Cancel safe: a dropped call leaves like a dropped [`Subscription`].
-    pub(crate) async fn subscribe(&self, channel: &str) -> Subscription {
+    ///
+    /// `wake_all`: a release wakes every waiter of the channel rather than one (the two sides
+    /// of a read-write lock share a channel, and a writer's release frees readers and writers
+    /// alike; each side's line has its own waiter).
+    pub(crate) async fn subscribe(&self, channel: &str, wake_all: bool) -> Subscription {
         let (notify, mut confirmed, first) = {
             let mut channels = unpoisoned(self.shared.channels.lock());
             let state = channels
                 .entry(channel.to_owned())
                 .or_insert_with(|| ChannelState::new(self.shared.nodes));
             state.waiters += 1;
+            state.wake_all |= wake_all;
             (
                 Arc::clone(&state.notify),
                 state.confirmed.subscribe(),
@@ -538,7 +546,7 @@ fn dispatch_message(shared: &Shared, message: &Msg) {
     );
 }
 
-/// Wakes one local waiter per release. Every node that held the lock announces the same
+/// Wakes one local waiter per release (every waiter, on a channel that asks for it). Every node that held the lock announces the same
 /// release; the copies after the first are ignored.
 fn dispatch(shared: &Shared, channel: &str, release: &[u8]) {
     let mut channels = unpoisoned(shared.channels.lock());
@@ -553,7 +561,12 @@ fn dispatch(shared: &Shared, channel: &str, release: &[u8]) {
         return;
     }
     state.last_release = Some((release.to_vec(), Instant::now()));
-    state.notify.notify_one();
+    if state.wake_all {
+        // Each waiter enabled its wake-up before its last attempt: none misses this.
+        state.notify.notify_waiters();
+    } else {
+        state.notify.notify_one();
+    }
 }
 
 #[cfg(test)]

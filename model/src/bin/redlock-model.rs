@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use redlock_model::rw::{check_rw, rw_catching, rw_deep_scenarios, rw_scenarios, RwVariant};
 use redlock_model::{check_within, find, scenarios, Variant};
 
 fn main() {
@@ -38,7 +39,44 @@ fn main() {
         }
         failed |= !report.passed();
     }
+    let mut rw = if deep {
+        rw_deep_scenarios()
+    } else {
+        rw_scenarios(RwVariant::Correct)
+    };
+    rw.retain(|scenario| only.is_none_or(|name| scenario.name == name));
+    for scenario in &rw {
+        let report = check_rw(scenario, None);
+        println!("{}", report.summary());
+        failed |= !report.passed();
+    }
     if variants {
+        for variant in RwVariant::BROKEN {
+            let property = variant.breaks();
+            let scenario = rw_catching(variant);
+            let report = check_rw(&scenario, Some(property));
+            match report
+                .violations
+                .iter()
+                .find(|(name, _)| *name == property.name())
+            {
+                Some((_, steps)) => println!(
+                    "{variant:?} caught in {}: {:?} broken in {steps} steps ({} states, {:.1} s)",
+                    scenario.name,
+                    property.name(),
+                    report.unique_states,
+                    report.elapsed.as_secs_f64()
+                ),
+                None => {
+                    println!(
+                        "{variant:?} NOT caught in {}: {}",
+                        scenario.name,
+                        report.summary()
+                    );
+                    failed = true;
+                }
+            }
+        }
         for variant in Variant::BROKEN {
             let (scenario, property) = scenarios::catching(variant);
             let (found, report) = find(&scenario, property);

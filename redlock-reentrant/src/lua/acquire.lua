@@ -20,37 +20,24 @@
 -- later hold in its way, as any other holder.
 -- A key of another type, or a hash without an expiry (never one of ours), is an error.
 -- A reentrant acquisition never shortens the lease: the hold keeps the longest one asked for.
+-- The lock kind's prelude defines `refuse_new`, `on_new_hold` and `refused_by` (the answer when
+-- another owner holds KEYS[1]): lua/acquire_plain.lua for a reentrant lock,
+-- lua/acquire_write.lua for a read-write lock's write side.
 -- Fewest calls on the common paths: PTTL tells a free key (-2) and a key without an expiry
 -- (-1); HGET tells another type (an error), and the key's type is asked only to say which.
 
--- The next fencing candidate: one more than the counter, and at least what the client asks
--- for, so that every node granting the same hold tends to give the same candidate (and the
--- token needs no write-back). A node without a counter (new, or restarted empty) starts from
--- its clock in microseconds, so it never hands out a token below the ones it gave before it
--- lost the counter (see docs/fencing.md). `CLOCK_EVERY_HOLD` (set by the prelude: true on
--- Redis Cluster members) takes the clock at every new hold, because a failover can bring back
--- an older counter rather than none.
+-- A new hold of KEYS[1] for the field ARGV[1], with its fencing candidate; the lock kind's
+-- prelude says first whether anything else of the lock is in the way (`refuse_new`), and what
+-- else a new hold changes (`on_new_hold`).
 local function new_hold()
+    local refused = refuse_new()
+    if refused then
+        return refused
+    end
     redis.call('hset', KEYS[1], ARGV[1], 1)
     redis.call('pexpire', KEYS[1], ARGV[2])
-    local counter = redis.call('incr', KEYS[2])
-    local candidate = counter
-    if counter == 1 or CLOCK_EVERY_HOLD then
-        local now = redis.call('time')
-        local clock = tonumber(now[1] .. string.format('%06d', tonumber(now[2])))
-        if clock > candidate then
-            candidate = clock
-        end
-    end
-    -- A hint is followed only below 2^53, where Lua's numbers are exact integers.
-    local wanted = tonumber(ARGV[4])
-    if candidate < wanted and wanted < 9007199254740992 then
-        candidate = wanted
-    end
-    if candidate ~= counter then
-        redis.call('set', KEYS[2], string.format('%.0f', candidate))
-    end
-    return {1, candidate, ''}
+    on_new_hold()
+    return {1, fencing_candidate(), ''}
 end
 
 local expected = tonumber(ARGV[3])
@@ -80,7 +67,7 @@ if held == 0 then
             return new_hold()
         end
     end
-    return {0, pttl, holder}
+    return refused_by(pttl, holder)
 end
 if held ~= expected then
     return {3, held, ''}

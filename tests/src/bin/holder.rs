@@ -1,7 +1,8 @@
 //! A child process that takes one lock with the watchdog and holds it until it is killed.
 //!
 //! `holder NAME TIMEOUT_MS URL...` builds a `LockClient` on the masters `URL...` with a
-//! `TIMEOUT_MS` watchdog timeout, waits for the lock `NAME` (`RLock::acquire`), prints
+//! `TIMEOUT_MS` watchdog timeout, waits for the lock `NAME` (`RLock::acquire`; `read:NAME` and
+//! `write:NAME` take a side of the read-write lock `NAME`), prints
 //! `ACQUIRED <fencing token>` and holds it: its watchdog renews the lease every third of the
 //! timeout for as long as the process runs. If the hold's lost signal fires, it prints
 //! `LOST <reason>` and keeps running with the guard still in hand, so a test can watch what a
@@ -45,7 +46,12 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let guard = match client.get_lock(name).acquire().await {
+    let lock = match name.split_once(':') {
+        Some(("read", name)) => client.get_read_write_lock(name).read_lock(),
+        Some(("write", name)) => client.get_read_write_lock(name).write_lock(),
+        _ => client.get_lock(name),
+    };
+    let guard = match lock.acquire().await {
         Ok(guard) => guard,
         Err(err) => {
             eprintln!("holder: could not acquire the lock: {err}");

@@ -1,0 +1,25 @@
+-- Undo one acquisition attempt of a read hold on one node, only if it landed: idempotent
+-- (after lua/rw_common.lua and lua/announce.lua). KEYS and ARGV as lua/undo.lua: KEYS[1] the
+-- readers hash; ARGV[1] the attempt's hold field, [2] the count the attempt would have set,
+-- [3] the lock's channel or '' to announce nothing, [4] the release message.
+-- Returns 1 when the attempt was undone here, 0 when there was nothing to undo.
+if not_readers(KEYS[1]) then
+    return 0
+end
+local now = now_ms()
+local live, _, count, deadline = live_readers(KEYS[1], now, ARGV[1])
+if count == 0 or count ~= tonumber(ARGV[2]) then
+    return 0
+end
+if count == 1 then
+    redis.call('hdel', KEYS[1], ARGV[1])
+    if live == 1 then
+        redis.call('del', KEYS[1])
+        if ARGV[3] ~= '' then
+            announce(ARGV[3], ARGV[4])
+        end
+    end
+else
+    redis.call('hset', KEYS[1], ARGV[1], reader_value(count - 1, deadline))
+end
+return 1

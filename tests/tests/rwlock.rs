@@ -1,0 +1,337 @@
+//! The read-write lock on real masters: readers together, never a writer beside anyone, writers
+//! first, no upgrade deadlock, per-reader expiry (a killed reader process frees the lock within
+//! its own lease whatever the other readers do), and a killed waiting writer that stops holding
+//! readers up within its heartbeat.
+
+use std::time::Duration;
+
+use redlock_reentrant::{Error, InvalidArgument, LockClient};
+use redlock_testkit::{eventually_async, HolderProcess, RedisCluster};
+use redlock_tests::{client, released_everywhere, rounds_pass, WATCHDOG};
+
+/// Long enough for anything that is awaited to happen on a busy machine; never a bound that a
+/// test measures.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn key(client: &LockClient, name: &str, side: &str) -> String {
+    format!("{}:{side}", client.redlock().config().key_for(name))
+}
+
+/// Whether `side` (a one-shot `try_lock`) of `lock` can be taken now; if so, it is held.
+async fn takes(lock: &redlock_reentrant::RLock) -> bool {
+    lock.try_lock(Duration::ZERO, None).await.expect("try_lock")
+}
+
+async fn readers_share_and_a_writer_is_alone(cluster: RedisCluster, down: &[usize]) {
+    let alice = client(&cluster, WATCHDOG).await;
+    let bob = client(&cluster, WATCHDOG).await;
+    let carol = client(&cluster, WATCHDOG).await;
+    for node in down {
+        cluster.kill(*node);
+    }
+    let name = "catalogue";
+    let (a, b, c) = (
+        alice.get_read_write_lock(name),
+        bob.get_read_write_lock(name),
+        carol.get_read_write_lock(name),
+    );
+
+    // Two readers together; a one-shot writer is refused and holds nobody up.
+    let alice_reads = a.read_lock().acquire().await.expect("alice reads");
+    let bob_reads = b
+        .read_lock()
+        .acquire()
+        .await
+        .expect("bob reads beside alice");
+    assert!(a.read_lock().is_locked().await.expect("status"));
+    assert!(!a.write_lock().is_locked().await.expect("status"));
+    assert!(!takes(&c.write_lock()).await, "no writer beside readers");
+
+    // A writer that waits is registered: a new reader waits behind it, a reader re-enters.
+    let writer = tokio::spawn({
+        let write = c.write_lock();
+        async move {
+            let guard = write.acquire().await.expect("carol writes");
+            let token = guard.fencing_token();
+            (guard, token)
+        }
+    });
+    let waiting = key(&carol, name, "write-waiting");
+    let quorum = cluster.len() / 2 + 1;
+    assert!(
+        eventually_async(PATIENCE, || cluster.nodes_with(&waiting).len() >= quorum).await,
+        "the waiting writer registers on a majority"
+    );
+    let dave = client(&cluster, WATCHDOG).await;
+    let d = dave.get_read_write_lock(name);
+    assert!(
+        !takes(&d.read_lock()).await,
+        "a new reader waits behind a waiting writer"
+    );
+    assert!(
+        takes(&a.read_lock()).await,
+        "a reader re-enters past a waiting writer"
+    );
+    assert_eq!(a.read_lock().hold_count().await.expect("count"), 2);
+    a.read_lock().unlock().await.expect("nested read unlock");
+    assert!(!writer.is_finished(), "bob and alice still read");
+    alice_reads.unlock().await.expect("alice stops reading");
+    assert!(!writer.is_finished(), "bob still reads");
+    let read_token = bob_reads.fencing_token();
+    bob_reads.unlock().await.expect("bob stops reading");
+
+    // The last reader's release lets the writer in, alone.
+    let (carol_writes, write_token) = tokio::time::timeout(PATIENCE, writer)
+        .await
+        .expect("the writer gets in once the readers left")
+        .expect("task");
+    assert!(
+        write_token > read_token,
+        "a writer's token follows the readers'"
+    );
+    assert!(!takes(&d.read_lock()).await, "no reader beside a writer");
+    assert!(!takes(&d.write_lock()).await, "no second writer");
+    assert!(
+        matches!(d.write_lock().unlock().await, Err(Error::NotOwner { .. })),
+        "only the writer unlocks"
+    );
+    assert_eq!(
+        cluster.nodes_with(&waiting).len(),
+        0,
+        "the grant took the registration back"
+    );
+    carol_writes.unlock().await.expect("carol stops writing");
+    assert!(
+        d.read_lock()
+            .try_lock(PATIENCE, None)
+            .await
+            .expect("try_lock"),
+        "a reader gets in after the writer"
+    );
+    d.read_lock().unlock().await.expect("unlock");
+    for lock in [&a, &b, &c, &d] {
+        assert!(!lock.read_lock().is_locked().await.expect("status"));
+        assert!(!lock.write_lock().is_locked().await.expect("status"));
+    }
+    released_everywhere(
+        &cluster,
+        &format!("{}*", key(&alice, name, "")),
+        WATCHDOG / 3,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_share_and_a_writer_is_alone_on_one_master() {
+    readers_share_and_a_writer_is_alone(RedisCluster::start(1), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_share_and_a_writer_is_alone_on_five_masters_with_two_dead() {
+    readers_share_and_a_writer_is_alone(RedisCluster::start(5), &[1, 3]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_is_refused_at_once_and_a_writer_may_downgrade() {
+    let cluster = RedisCluster::start(3);
+    let alice = client(&cluster, WATCHDOG).await;
+    let bob = client(&cluster, WATCHDOG).await;
+    let a = alice.get_read_write_lock("settings");
+    let b = bob.get_read_write_lock("settings");
+
+    let reading = a.read_lock().acquire().await.expect("read");
+    let upgrade = a.write_lock().lock().await;
+    assert!(
+        matches!(
+            upgrade,
+            Err(Error::InvalidArgument(InvalidArgument::UpgradeWouldDeadlock { ref name })) if name == "settings"
+        ),
+        "{upgrade:?}"
+    );
+    assert!(
+        matches!(a.write_lock().unlock().await, Err(Error::NotOwner { .. })),
+        "unlocking the side this owner does not hold"
+    );
+    reading.unlock().await.expect("unlock read");
+
+    // Write, then read too (a downgrade), then let the write side go: still reading.
+    let writing = a.write_lock().acquire().await.expect("write");
+    let reading = a.read_lock().acquire().await.expect("a writer may read");
+    assert!(reading.fencing_token() > writing.fencing_token());
+    writing.unlock().await.expect("unlock write");
+    assert_eq!(a.read_lock().hold_count().await.expect("count"), 1);
+    assert!(!takes(&b.write_lock()).await, "alice still reads");
+    assert!(takes(&b.read_lock()).await, "readers together again");
+    b.read_lock().unlock().await.expect("unlock");
+    reading.unlock().await.expect("unlock read");
+    assert!(takes(&b.write_lock()).await, "free");
+    b.write_lock().unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_gives_up_takes_its_registration_back() {
+    let cluster = RedisCluster::start(3);
+    let alice = client(&cluster, WATCHDOG).await;
+    // A registration left behind would last a heartbeat (4 s here), past the wait below.
+    let carol = client(&cluster, WATCHDOG * 4).await;
+    let name = "reports";
+    let reading = alice
+        .get_read_write_lock(name)
+        .read_lock()
+        .acquire()
+        .await
+        .expect("read");
+    let write = carol.get_read_write_lock(name).write_lock();
+    let waiting = key(&carol, name, "write-waiting");
+
+    assert!(!takes(&write).await);
+    assert_eq!(
+        cluster.count_keys(&waiting),
+        0,
+        "a one-shot writer never registers"
+    );
+    assert!(
+        !write.try_lock(WATCHDOG / 3, None).await.expect("try_lock"),
+        "the reader keeps it"
+    );
+    released_everywhere(&cluster, &waiting, WATCHDOG / 3).await;
+
+    // Dropped while it waits: the same.
+    let dropped = tokio::spawn({
+        let write = write.clone();
+        async move { write.lock().await }
+    });
+    assert!(eventually_async(PATIENCE, || cluster.count_keys(&waiting) > 0).await);
+    dropped.abort();
+    released_everywhere(&cluster, &waiting, WATCHDOG / 3).await;
+    reading.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_reader_frees_the_lock_within_its_own_lease_whatever_other_readers_do() {
+    let cluster = RedisCluster::start(3);
+    let name = "inventory";
+    let zombie = HolderProcess::spawn(
+        env!("CARGO_BIN_EXE_holder"),
+        &format!("read:{name}"),
+        WATCHDOG,
+        &cluster.urls(),
+    );
+    let bob = client(&cluster, WATCHDOG).await;
+    let carol = client(&cluster, WATCHDOG).await;
+    let bob_reads = bob
+        .get_read_write_lock(name)
+        .read_lock()
+        .acquire()
+        .await
+        .expect("bob reads beside the holder process");
+    let writer = tokio::spawn({
+        let write = carol.get_read_write_lock(name).write_lock();
+        async move { write.acquire().await }
+    });
+    zombie.kill();
+    // Bob's reader is renewed for longer than the killed reader's lease: the two readers'
+    // deadlines are their own, so bob's renewals keep only bob.
+    rounds_pass(bob.watchdog(), 5).await;
+    assert!(!writer.is_finished(), "bob still reads");
+    bob_reads.unlock().await.expect("bob stops reading");
+    // The killed reader's entry ran out on its own: bob's release was the last live reader's,
+    // and it deleted the readers hash on the majority that answered it.
+    let readers = key(&bob, name, "read");
+    assert!(
+        cluster.nodes_with(&readers).len() < 2,
+        "a dead reader is not kept by a live one's renewals: {:?}",
+        cluster.nodes_with(&readers)
+    );
+    let carol_writes = tokio::time::timeout(PATIENCE, writer)
+        .await
+        .expect("the writer gets in")
+        .expect("task")
+        .expect("carol writes");
+    carol_writes.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_waiting_writer_stops_holding_readers_up_within_its_heartbeat() {
+    let cluster = RedisCluster::start(3);
+    let name = "ledger";
+    let alice = client(&cluster, WATCHDOG).await;
+    let dave = client(&cluster, WATCHDOG).await;
+    let reading = alice
+        .get_read_write_lock(name)
+        .read_lock()
+        .acquire()
+        .await
+        .expect("alice reads");
+    let writer = HolderProcess::start(
+        env!("CARGO_BIN_EXE_holder"),
+        &format!("write:{name}"),
+        WATCHDOG,
+        &cluster.urls(),
+    );
+    let waiting = key(&alice, name, "write-waiting");
+    assert!(
+        eventually_async(PATIENCE, || cluster.nodes_with(&waiting).len() >= 2).await,
+        "the writer process registers while it waits"
+    );
+    let read = dave.get_read_write_lock(name).read_lock();
+    assert!(!takes(&read).await, "writers first, across processes");
+    writer.kill();
+    // Its registration runs out on the server's clock, within its heartbeat; nothing takes
+    // it back.
+    assert!(
+        read.try_lock(PATIENCE, None).await.expect("try_lock"),
+        "a reader gets in once the dead writer's heartbeat ran out"
+    );
+    read.unlock().await.expect("unlock");
+    reading.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_waiting_reader_gets_in_when_the_writer_leaves_and_they_read_together() {
+    let cluster = RedisCluster::start(3);
+    let name = "feed";
+    let writer = client(&cluster, WATCHDOG).await;
+    let writing = writer
+        .get_read_write_lock(name)
+        .write_lock()
+        .acquire()
+        .await
+        .expect("write");
+    const PER_CLIENT: usize = 4;
+    let readers = [
+        client(&cluster, WATCHDOG).await,
+        client(&cluster, WATCHDOG).await,
+    ];
+    // Each reader holds until every reader holds: only readers that share the lock get past.
+    let together = std::sync::Arc::new(tokio::sync::Barrier::new(readers.len() * PER_CLIENT));
+    let mut tasks = Vec::new();
+    for reader in &readers {
+        for _ in 0..PER_CLIENT {
+            let read = reader.get_read_write_lock(name).read_lock();
+            let together = std::sync::Arc::clone(&together);
+            tasks.push(tokio::spawn(async move {
+                let guard = read.acquire().await.expect("read");
+                together.wait().await;
+                guard.unlock().await.expect("unlock");
+            }));
+        }
+    }
+    assert!(
+        !takes(&readers[0].get_read_write_lock(name).read_lock()).await,
+        "the writer still writes"
+    );
+    writing.unlock().await.expect("unlock");
+    for task in tasks {
+        tokio::time::timeout(PATIENCE, task)
+            .await
+            .expect("every reader gets in, and they read together")
+            .expect("task");
+    }
+    released_everywhere(
+        &cluster,
+        &format!("{}*", key(&writer, name, "")),
+        WATCHDOG / 3,
+    )
+    .await;
+}
