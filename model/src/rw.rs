@@ -10,7 +10,10 @@
 //! master, decides once a majority granted (believing it holds until its lease, counted from
 //! the request, ends) or once a majority refused or it gave up (a timeout, at any moment), and
 //! then undoes its grants; a holder renews its own entries or releases; anyone may crash.
-//! Requests and replies are delivered in any order, late, or never; time advances in ticks.
+//! Requests are delivered late or never, in any order across links (each link keeps its order,
+//! as TCP does), their replies with them; time advances in ticks. A refused writer stays
+//! registered while it tries again, and takes its registration back once it got the lock or gave
+//! up, as the client does.
 //!
 //! The promises ([`RwProperty`]): never a writer beside another holder; a master admits no new
 //! reader while another writer's registration is live there (writers first, per master); and a
@@ -148,11 +151,14 @@ pub enum Request {
         /// The hold it renews.
         attempt: u8,
     },
-    /// A release, or an undo of a failed attempt, or a writer's withdrawal.
+    /// A release, or an undo of a failed attempt (`unlock*.lua`, `undo*.lua`).
     Release {
         /// The hold (or attempt) it takes back.
         attempt: u8,
     },
+    /// A writer's registration taken back (`withdraw_writer.lua`): it gave up, or got the lock
+    /// (where its grant did not remove it).
+    Withdraw,
 }
 
 /// A client's state.
@@ -287,18 +293,29 @@ impl RwSystem {
                 if waiting_other && variant != RwVariant::ReadIgnoresWaitingWriter {
                     return false;
                 }
-                if waiting_other {
-                    master.admitted_past_a_waiting_writer = true;
+                // This owner's other read hold here: an earlier one (given up) is taken over; a
+                // later one means this request is a late one of an earlier attempt.
+                if let Some(&(held, deadline, _)) = master.readers.get(&client) {
+                    if held >= attempt && self.reader_live(master, deadline, now) {
+                        return false;
+                    }
                 }
                 master.readers.insert(client, (attempt, now + lease, now));
                 true
             }
             Role::Writer => {
-                let blocked = writer_live.is_some_and(|owner| owner != client)
+                let own_later = master.writer.is_some_and(|(owner, held, expires)| {
+                    owner == client && held >= attempt && expires > now
+                });
+                let blocked = own_later
+                    || writer_live.is_some_and(|owner| owner != client)
                     || (!live_readers.is_empty() && variant != RwVariant::WriteIgnoresReaders);
                 if blocked {
-                    // A writer that waits registers (the model's writers always wait).
-                    master.waiting.insert(client, now + self.config.heartbeat);
+                    // A writer that waits registers (the model's writers always wait), never
+                    // behind a later hold of its own.
+                    if !own_later {
+                        master.waiting.insert(client, now + self.config.heartbeat);
+                    }
                     return false;
                 }
                 master.writer = Some((client, attempt, now + lease));
@@ -340,8 +357,8 @@ impl RwSystem {
         }
     }
 
-    /// `lua/unlock_read.lua` / `lua/unlock.lua` / the undo scripts, and
-    /// `lua/withdraw_writer.lua`: whatever this attempt left here goes.
+    /// `lua/unlock_read.lua` / `lua/unlock.lua` / the undo scripts: this attempt's grant here
+    /// goes.
     fn release(master: &mut RwMaster, client: u8, attempt: u8) {
         if master
             .readers
@@ -356,7 +373,6 @@ impl RwSystem {
         {
             master.writer = None;
         }
-        master.waiting.remove(&client);
     }
 
     fn initial(&self) -> RwState {
@@ -411,6 +427,10 @@ impl RwSystem {
             return;
         }
         let mut release = false;
+        // A writer's registration goes once it stops waiting: granted (where the grant did
+        // not remove it), or refused with no attempt left.
+        let mut withdraw = false;
+        let attempts_left = entry.attempt < self.config.attempts;
         match (&mut entry.phase, renewal) {
             (Phase::Asking { sent_at, answers }, false) => {
                 answers[usize::from(master)] = Some(granted);
@@ -422,6 +442,7 @@ impl RwSystem {
                         valid_until,
                         renewals: 0,
                     };
+                    withdraw = true;
                     if now >= valid_until {
                         entry.phase = Phase::Idle;
                         release = true;
@@ -429,6 +450,7 @@ impl RwSystem {
                 } else if no > self.config.masters - quorum {
                     entry.phase = Phase::Idle;
                     release = true;
+                    withdraw = !attempts_left;
                 }
             }
             (
@@ -458,6 +480,9 @@ impl RwSystem {
         }
         if release {
             self.send_all(state, client, Request::Release { attempt });
+        }
+        if withdraw && self.role(client) == Role::Writer {
+            self.send_all(state, client, Request::Withdraw);
         }
     }
 
@@ -558,7 +583,15 @@ impl Model for RwSystem {
                 let data = &mut next.masters[usize::from(master)];
                 let reply = match request {
                     Request::Acquire { attempt } => {
+                        // The promise, stated on the master's data whatever the script checks.
+                        let writer_waits = data
+                            .waiting
+                            .iter()
+                            .any(|(owner, until)| *owner != client && *until > now);
                         let granted = self.acquire(data, client, attempt, now);
+                        if granted && writer_waits && self.role(client) == Role::Reader {
+                            data.admitted_past_a_waiting_writer = true;
+                        }
                         Some((client, master, attempt, false, granted))
                     }
                     Request::Renew { attempt } => {
@@ -567,6 +600,10 @@ impl Model for RwSystem {
                     }
                     Request::Release { attempt } => {
                         Self::release(data, client, attempt);
+                        None
+                    }
+                    Request::Withdraw => {
+                        data.waiting.remove(&client);
                         None
                     }
                 };
@@ -578,6 +615,9 @@ impl Model for RwSystem {
                 let attempt = next.clients[usize::from(client)].attempt;
                 next.clients[usize::from(client)].phase = Phase::Idle;
                 self.send_all(&mut next, client, Request::Release { attempt });
+                if self.role(client) == Role::Writer {
+                    self.send_all(&mut next, client, Request::Withdraw);
+                }
             }
             RwAction::Renew(client) => {
                 let entry = &mut next.clients[usize::from(client)];
@@ -743,13 +783,14 @@ pub fn check_rw(config: &RwConfig, stop_at: Option<RwProperty>) -> RwReport {
 }
 
 /// The bounded scenarios the real scripts must pass, each with the clients one promise needs:
-/// a reader and a writer on three masters, either of which may crash (exclusion across
-/// majorities); two readers and a writer that waits (writers first, a per-master promise); two
-/// readers that renew, one of which stops or crashes (each reader's own expiry, per master).
+/// a reader and a writer on three masters (exclusion across majorities; a crashed client only
+/// leaves entries that refuse more, so crashes are in the deep bound); two readers and a writer
+/// that waits, is refused and tries again (writers first, a per-master promise); two readers
+/// that renew, one of which stops or crashes (each reader's own expiry, per master).
 pub fn rw_scenarios(variant: RwVariant) -> Vec<RwConfig> {
     vec![
         RwConfig {
-            name: "rw: a reader and a writer on three masters, crashes",
+            name: "rw: a reader and a writer on three masters",
             masters: 3,
             roles: vec![Role::Reader, Role::Writer],
             lease: 3,
@@ -757,7 +798,7 @@ pub fn rw_scenarios(variant: RwVariant) -> Vec<RwConfig> {
             max_time: 3,
             attempts: 1,
             renewals: 0,
-            crashes: true,
+            crashes: false,
             variant,
         },
         RwConfig {
@@ -767,7 +808,7 @@ pub fn rw_scenarios(variant: RwVariant) -> Vec<RwConfig> {
             lease: 3,
             heartbeat: 2,
             max_time: 3,
-            attempts: 1,
+            attempts: 2,
             renewals: 0,
             crashes: false,
             variant,
@@ -791,9 +832,9 @@ pub fn rw_scenarios(variant: RwVariant) -> Vec<RwConfig> {
 /// expiry on three masters.
 pub fn rw_deep_scenarios() -> Vec<RwConfig> {
     let mut scenarios = rw_scenarios(RwVariant::Correct);
-    scenarios[0].name = "rw: a reader and a writer on three masters, renewals";
+    scenarios[0].name = "rw: a reader and a writer on three masters, renewals and crashes";
     scenarios[0].renewals = 1;
-    scenarios[0].crashes = false;
+    scenarios[0].crashes = true;
     scenarios[2].name = "rw: two renewed readers on three masters, one stops or crashes";
     scenarios[2].masters = 3;
     scenarios[2].max_time = 3;

@@ -81,6 +81,11 @@ pub(crate) enum Command {
 pub(crate) struct RunArgs {
     /// The lock's name: the same name on every host means one job at a time.
     pub(crate) name: String,
+    /// Take the lock shared (the read side of the read-write lock NAME): any number of
+    /// --shared runs at once, never beside a run without it (which takes it exclusively).
+    /// Exclusive runs go first: while one waits, new --shared runs wait behind it.
+    #[arg(short, long)]
+    pub(crate) shared: bool,
     /// Wait at most this long for the lock (`30s`, `5m`), then exit with the busy code.
     /// Without --wait or --no-wait, wait as long as it takes.
     #[arg(long, value_parser = positive_duration, conflicts_with = "no_wait")]
@@ -129,6 +134,9 @@ pub(crate) enum OnLost {
 pub(crate) struct StatusArgs {
     /// The lock's name.
     pub(crate) name: String,
+    /// The shared side (what `redlock run --shared` takes): whether any run holds it shared.
+    #[arg(short, long)]
+    pub(crate) shared: bool,
     /// Print one JSON object instead of a line of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -138,6 +146,9 @@ pub(crate) struct StatusArgs {
 pub(crate) struct UnlockArgs {
     /// The lock's name.
     pub(crate) name: String,
+    /// The shared side: every `redlock run --shared` holding it loses it.
+    #[arg(short, long)]
+    pub(crate) shared: bool,
     /// Required: the lock is deleted whoever holds it.
     #[arg(long)]
     pub(crate) force: bool,

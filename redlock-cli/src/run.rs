@@ -55,7 +55,14 @@ async fn hold_and_run(
     signals: &mut Caught,
     out: &Reporter,
 ) -> Result<u8, Failure> {
-    let lock = client.get_lock(args.name.as_str());
+    // Exclusive runs take the write side, whose key is the reentrant lock's that earlier
+    // versions took: old and new exclusive runs exclude each other.
+    let sides = client.get_read_write_lock(args.name.as_str());
+    let lock = if args.shared {
+        sides.read_lock()
+    } else {
+        sides.write_lock()
+    };
     let started = Instant::now();
     // Dropping the attempt on a signal leaves no lock and no waiter behind.
     let guard = tokio::select! {

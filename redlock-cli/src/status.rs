@@ -42,9 +42,13 @@ pub(crate) async fn status(
     connection: &Connection,
     out: &Reporter,
 ) -> Result<u8, Failure> {
-    let status = on_the_lock(connection, out, &args.name, |lock| async move {
-        lock.status().await
-    })
+    let status = on_the_lock(
+        connection,
+        out,
+        &args.name,
+        args.shared,
+        |lock| async move { lock.status().await },
+    )
     .await?;
     if args.json {
         print_json(&StatusJson {
@@ -103,9 +107,13 @@ pub(crate) async fn unlock(
             args.name
         )));
     }
-    let deleted = on_the_lock(connection, out, &args.name, |lock| async move {
-        lock.force_unlock().await
-    })
+    let deleted = on_the_lock(
+        connection,
+        out,
+        &args.name,
+        args.shared,
+        |lock| async move { lock.force_unlock().await },
+    )
     .await?;
     if args.json {
         print_json(&UnlockJson {
@@ -124,18 +132,25 @@ pub(crate) async fn unlock(
     Ok(0)
 }
 
-/// Connects, runs `question` on the lock `name`, and shuts the client down whatever it answered.
+/// Connects, runs `question` on the lock `name` (its shared side, with `shared`), and shuts the client down whatever it answered.
 async fn on_the_lock<T, F>(
     connection: &Connection,
     out: &Reporter,
     name: &str,
+    shared: bool,
     question: impl FnOnce(RLock) -> F,
 ) -> Result<T, Failure>
 where
     F: Future<Output = Result<T, Error>>,
 {
     let client = connect(connection, WatchdogLease::TakesNoLock, out).await?;
-    let answer = question(client.get_lock(name)).await;
+    let sides = client.get_read_write_lock(name);
+    let lock = if shared {
+        sides.read_lock()
+    } else {
+        sides.write_lock()
+    };
+    let answer = question(lock).await;
     close(client).await;
     Ok(answer?)
 }

@@ -195,6 +195,25 @@ pub enum InvalidArgument {
         /// The read-write lock's name.
         name: String,
     },
+    /// A multi-lock with no member.
+    #[error("invalid argument: a multi-lock needs at least one lock")]
+    NoMembers,
+    /// A multi-lock given one lock twice (the same name on the same nodes, or both sides of one
+    /// read-write lock): it would wait for itself.
+    #[error("invalid argument: the lock `{name}` is in the multi-lock twice")]
+    DuplicateMember {
+        /// The lock's name.
+        name: String,
+    },
+    /// A spinning wait strategy with a zero first pause, or a first pause longer than the
+    /// longest.
+    #[error("invalid argument: a spinning wait needs 0 < initial <= max pause, got {initial:?} and {max:?}")]
+    WaitStrategy {
+        /// The first pause.
+        initial: Duration,
+        /// The longest pause.
+        max: Duration,
+    },
     /// The clock-drift factor is negative, not finite, or 1 or more.
     #[error("invalid argument: the clock-drift factor must be in [0, 1), got {0}")]
     DriftFactor(f64),

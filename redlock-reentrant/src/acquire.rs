@@ -71,7 +71,9 @@ pub(crate) async fn attempt(
         refuse_upgrade(inner, target)?;
     }
     let (expected, generation) = match plan {
-        AcquirePlan::New if turn.is_none() => return Ok(Outcome::NeedsTurn),
+        AcquirePlan::New if turn.is_none() && !holds_other_side(inner, target) => {
+            return Ok(Outcome::NeedsTurn)
+        }
         AcquirePlan::New => (0, new_generation()),
         AcquirePlan::Nested {
             expected,
@@ -247,24 +249,41 @@ pub(crate) async fn attempt(
 /// A write acquisition by an owner that holds the read side of the same lock would wait for
 /// itself: refused at once (Redisson's `RReadWriteLock` deadlocks there). A hold of the read
 /// side that was lost and not unwound yet counts: its owner has to unlock it first.
-fn refuse_upgrade(inner: &Inner, target: &Target) -> Result<(), Error> {
-    let Some(rw) = target.rw.as_ref().filter(|_| target.kind() == Kind::Write) else {
-        return Ok(());
+pub(crate) fn refuse_upgrade(inner: &Inner, target: &Target) -> Result<(), Error> {
+    if target.kind() == Kind::Write && holds_side(inner, target, Kind::Read) {
+        return Err(InvalidArgument::UpgradeWouldDeadlock {
+            name: target.name.to_string(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Whether this owner holds the write side of the read-write lock whose read side `target` is
+/// (live, or lost and not unwound): its new read hold (a downgrade) waits for nobody, so it
+/// takes no turn in the client's line, where it could wait behind a reader that waits for it.
+pub(crate) fn holds_other_side(inner: &Inner, target: &Target) -> bool {
+    target.kind() == Kind::Read && holds_side(inner, target, Kind::Write)
+}
+
+/// Whether `target`'s owner holds the `side` of `target`'s read-write lock.
+fn holds_side(inner: &Inner, target: &Target, side: Kind) -> bool {
+    let Some(rw) = &target.rw else {
+        return false;
     };
-    let read = HoldKey {
-        key: Arc::clone(&rw.readers),
-        kind: Kind::Read,
+    let key = match side {
+        Kind::Read => &rw.readers,
+        Kind::Write | Kind::Reentrant => &rw.writer,
+    };
+    let hold = HoldKey {
+        key: Arc::clone(key),
+        kind: side,
         owner: target.hold.owner.clone(),
     };
-    match inner.holds.get(&read) {
-        Some(cell) if !matches!(*cell.state(), Hold::Free) => {
-            Err(InvalidArgument::UpgradeWouldDeadlock {
-                name: target.name.to_string(),
-            }
-            .into())
-        }
-        _ => Ok(()),
-    }
+    inner
+        .holds
+        .get(&hold)
+        .is_some_and(|cell| !matches!(*cell.state(), Hold::Free))
 }
 
 /// What an attempt saw, once its fan-out (and a new hold's token write-back, whose answers are

@@ -10,7 +10,7 @@ use crate::config::{ConfigError, LockClientConfig};
 use crate::inner::Inner;
 use crate::kind::Kind;
 use crate::wakeup::Wakeups;
-use crate::{LockOwner, RLock, RReadWriteLock};
+use crate::{LockOwner, RLock, RReadWriteLock, WaitStrategy};
 
 /// A connection to N independent Redis masters that hands out [`RLock`]s.
 ///
@@ -87,9 +87,9 @@ impl LockClient {
     }
 
     /// The read-write lock `name`: many readers at once, or one writer (see
-    /// [`RReadWriteLock`]). Its keys are the key prefix plus the name, then `:read`, `:write`
-    /// and `:write-waiting` (a reentrant lock named `{name}:write` would share the writer's
-    /// key). Nothing is sent yet.
+    /// [`RReadWriteLock`]). The writer's hash is the reentrant lock `name`'s (the key prefix
+    /// plus the name: that lock excludes writers, not readers); the readers and the waiting
+    /// writers are kept beside it, in `:read` and `:write-waiting`. Nothing is sent yet.
     ///
     /// # Examples
     ///
@@ -181,6 +181,7 @@ impl LockClient {
 pub struct LockClientBuilder {
     redlock: RedlockConfig,
     watchdog: WatchdogConfig,
+    wait_strategy: WaitStrategy,
 }
 
 impl LockClientBuilder {
@@ -191,6 +192,14 @@ impl LockClientBuilder {
         S: Into<String>,
     {
         self.redlock.nodes = nodes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// How this client's locks wait for a holder's release, unless a lock says otherwise
+    /// ([`RLock::with_wait_strategy`]): pub/sub (the default) or spinning
+    /// ([`WaitStrategy::spin`], no subscription per lock).
+    pub fn wait_strategy(mut self, strategy: WaitStrategy) -> Self {
+        self.wait_strategy = strategy;
         self
     }
 
@@ -308,8 +317,10 @@ impl LockClientBuilder {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for no node, an unusable URL, or a watchdog timeout too short
-    /// for the per-node timeout and clock drift.
+    /// for the per-node timeout and clock drift, a spinning wait strategy with a zero or
+    /// inverted pause.
     pub async fn build(self) -> Result<LockClient, Error> {
+        let wait_strategy = self.wait_strategy.validate()?;
         let redlock = Redlock::new(self.redlock)?;
         let watchdog = Watchdog::start(redlock.clone(), self.watchdog)?;
         let timeout = redlock.config().timing(watchdog.timeout()).node_timeout;
@@ -325,7 +336,7 @@ impl LockClientBuilder {
             timeout,
         );
         Ok(LockClient {
-            inner: Arc::new(Inner::new(redlock, watchdog, wakeups)),
+            inner: Arc::new(Inner::new(redlock, watchdog, wakeups, wait_strategy)),
         })
     }
 }

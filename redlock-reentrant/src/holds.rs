@@ -12,6 +12,7 @@ use tokio::sync::OwnedMutexGuard;
 use crate::hold::Hold;
 use crate::kind::{Kind, RwKeys};
 use crate::lua::Shown;
+use crate::WaitStrategy;
 use redlock_core::lock_kind::unpoisoned;
 
 /// Which hold: a lock key (the key the hold is kept in on the nodes), its kind and an owner.
@@ -222,6 +223,8 @@ pub(crate) struct Target {
     pub(crate) fence_key: Arc<str>,
     /// A read-write lock's keys (`None` for a reentrant lock).
     pub(crate) rw: Option<Arc<RwKeys>>,
+    /// How its waiters wait.
+    pub(crate) wait: WaitStrategy,
 }
 
 impl Target {

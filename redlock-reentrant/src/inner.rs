@@ -15,6 +15,7 @@ use crate::gate::Gates;
 use crate::holds::{Holds, Target};
 use crate::lua::Shown;
 use crate::wakeup::Wakeups;
+use crate::WaitStrategy;
 
 /// A request's number within this client (see [`Inner::request_id`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,10 +54,17 @@ pub(crate) struct Inner {
     /// candidate above it, so the nodes' counters converge.
     largest_token: AtomicU64,
     pub(crate) counters: FencingCounters,
+    /// How locks wait unless they say otherwise.
+    pub(crate) wait_strategy: WaitStrategy,
 }
 
 impl Inner {
-    pub(crate) fn new(redlock: Redlock, watchdog: Watchdog, wakeups: Wakeups) -> Self {
+    pub(crate) fn new(
+        redlock: Redlock,
+        watchdog: Watchdog,
+        wakeups: Wakeups,
+        wait_strategy: WaitStrategy,
+    ) -> Self {
         let config = redlock.config();
         let shared_fence_key = (!config.has_cluster_member())
             .then(|| format!("{}{}", config.key_prefix, FENCE_COUNTER).into());
@@ -74,6 +82,7 @@ impl Inner {
             requests: AtomicU64::new(0),
             largest_token: AtomicU64::new(0),
             counters: FencingCounters::default(),
+            wait_strategy,
         }
     }
 

@@ -15,7 +15,8 @@ pub(crate) enum Kind {
     Reentrant,
     /// A read-write lock's read side: one hash of readers, each with its own deadline.
     Read,
-    /// A read-write lock's write side: a reentrant lock's hash that also needs no reader.
+    /// A read-write lock's write side: a reentrant lock's hash (the reentrant lock of the same
+    /// name's) that also needs no reader.
     Write,
 }
 
@@ -70,34 +71,34 @@ impl Kind {
     }
 
     /// The key of the lock's side a hold of this kind is kept in, from the lock's key.
+    ///
+    /// The write side is kept in the lock's own key, the hash of the reentrant lock of the
+    /// same name: `redlock run NAME` of earlier versions (a reentrant lock) and of this one (the
+    /// write side) exclude each other.
     pub(crate) fn hold_key(self, lock_key: &str) -> String {
         match self {
-            Kind::Reentrant => lock_key.to_owned(),
+            Kind::Reentrant | Kind::Write => lock_key.to_owned(),
             Kind::Read => format!("{lock_key}:{READERS}"),
-            Kind::Write => format!("{lock_key}:{WRITER}"),
         }
     }
 
     /// The lock's key, from the key a hold of this kind is kept in (see [`Kind::hold_key`]).
     pub(crate) fn lock_key(self, hold_key: &str) -> &str {
-        let suffix = match self {
-            Kind::Reentrant => return hold_key,
-            Kind::Read => READERS,
-            Kind::Write => WRITER,
-        };
-        hold_key
-            .strip_suffix(suffix)
-            .and_then(|key| key.strip_suffix(':'))
-            .unwrap_or(hold_key)
+        match self {
+            Kind::Reentrant | Kind::Write => hold_key,
+            Kind::Read => hold_key
+                .strip_suffix(READERS)
+                .and_then(|key| key.strip_suffix(':'))
+                .unwrap_or(hold_key),
+        }
     }
 }
 
 const READERS: &str = "read";
-const WRITER: &str = "write";
 const WAITING_WRITERS: &str = "write-waiting";
 
 /// The keys of a read-write lock on every node, all in its hash slot: the readers hash, the
-/// writer's hash and the waiting writers' registrations.
+/// writer's hash (the lock's own key) and the waiting writers' registrations.
 #[derive(Debug)]
 pub(crate) struct RwKeys {
     pub(crate) readers: Arc<str>,
@@ -127,7 +128,7 @@ mod tests {
         }
         let keys = RwKeys::of("redlock:{orders}");
         assert_eq!(&*keys.readers, "redlock:{orders}:read");
-        assert_eq!(&*keys.writer, "redlock:{orders}:write");
+        assert_eq!(&*keys.writer, "redlock:{orders}");
         assert_eq!(&*keys.waiting, "redlock:{orders}:write-waiting");
     }
 }

@@ -68,6 +68,7 @@ mod inner;
 mod inspect;
 mod kind;
 mod lua;
+mod multilock;
 mod owner;
 mod rlock;
 mod rwlock;
@@ -78,6 +79,7 @@ pub mod sabotage;
 mod test_support;
 mod unlock;
 mod wait;
+mod wait_strategy;
 mod wakeup;
 
 pub use client::{LockClient, LockClientBuilder};
@@ -86,9 +88,11 @@ pub use fencing_stats::FencingStats;
 pub use guard::LockGuard;
 pub use inner::FENCE_COUNTER;
 pub use inspect::LockStatus;
+pub use multilock::{MultiGuard, MultiLock};
 pub use owner::LockOwner;
 pub use rlock::RLock;
 pub use rwlock::RReadWriteLock;
+pub use wait_strategy::WaitStrategy;
 
 /// The errors of every lock of the workspace: one type, defined by the quorum core.
 pub use redlock_core::Error;
@@ -131,4 +135,7 @@ fn public_futures_are_send(client: &LockClient, lock: &RLock, guard: LockGuard) 
     send(lock.status());
     send(guard.unlock());
     send(cleanups_settled(std::time::Duration::ZERO));
+    let multi = MultiLock::new([lock.clone()]).expect("one member");
+    send(multi.acquire());
+    send(multi.try_acquire(std::time::Duration::ZERO, None));
 }

@@ -13,7 +13,7 @@ use crate::kind::{Kind, RwKeys};
 use crate::owner::OwnerSource;
 use crate::unlock::{pay, OnNoQuorum, Owed};
 use crate::wait::acquire_waiting;
-use crate::{Error, LockClient, LockGuard, LockOwner};
+use crate::{Error, LockClient, LockGuard, LockOwner, WaitStrategy};
 
 /// A reentrant distributed lock, Redisson's `RLock` for tokio.
 ///
@@ -112,6 +112,8 @@ pub struct RLock {
     fence_key: Arc<str>,
     rw: Option<Arc<RwKeys>>,
     owner: OwnerSource,
+    /// `None`: the client's.
+    wait: Option<WaitStrategy>,
 }
 
 impl RLock {
@@ -135,6 +137,7 @@ impl RLock {
             fence_key,
             rw,
             owner: OwnerSource::CurrentTask,
+            wait: None,
         }
     }
 
@@ -160,6 +163,41 @@ impl RLock {
         }
     }
 
+    /// The same lock, waiting for a holder's release with `strategy` rather than the client's
+    /// ([`LockClientBuilder::wait_strategy`](crate::LockClientBuilder::wait_strategy)). A
+    /// spinning strategy with a zero or inverted pause is refused by every operation
+    /// ([`InvalidArgument::WaitStrategy`](crate::InvalidArgument::WaitStrategy)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// use redlock_reentrant::WaitStrategy;
+    /// let lock = client.get_lock("report").with_wait_strategy(WaitStrategy::spin());
+    /// if lock.try_lock(std::time::Duration::from_secs(1), None).await? {
+    ///     lock.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn with_wait_strategy(&self, strategy: WaitStrategy) -> RLock {
+        RLock {
+            wait: Some(strategy),
+            ..self.clone()
+        }
+    }
+
+    /// Which lock this is, whatever its owner or side: its nodes and its key (both sides of a
+    /// read-write lock are one lock). Two handles with the same identity are one lock.
+    pub(crate) fn identity(&self) -> String {
+        let mut identity = String::new();
+        for node in self.client.inner.redlock.nodes().iter() {
+            identity.push_str(&node.address().to_string());
+            identity.push(' ');
+        }
+        identity.push_str(self.kind.lock_key(&self.key));
+        identity
+    }
+
     fn inner(&self) -> &Arc<Inner> {
         &self.client.inner
     }
@@ -175,6 +213,10 @@ impl RLock {
             channel: Arc::clone(&self.channel),
             fence_key: Arc::clone(&self.fence_key),
             rw: self.rw.clone(),
+            wait: self
+                .wait
+                .unwrap_or(self.client.inner.wait_strategy)
+                .validate()?,
         })
     }
 

@@ -95,6 +95,14 @@ impl RReadWriteLock {
         self.write.clone()
     }
 
+    /// The same lock, both sides waiting with `strategy` (see [`RLock::with_wait_strategy`]).
+    pub fn with_wait_strategy(&self, strategy: crate::WaitStrategy) -> RReadWriteLock {
+        RReadWriteLock {
+            read: self.read.with_wait_strategy(strategy),
+            write: self.write.with_wait_strategy(strategy),
+        }
+    }
+
     /// The same lock, owned by `owner` from whatever task uses it (see [`RLock::with_owner`]).
     pub fn with_owner(&self, owner: &LockOwner) -> RReadWriteLock {
         RReadWriteLock {

@@ -197,11 +197,11 @@ fn send_in_background(inner: &Inner, call: ScriptCall) {
     }
 }
 
-/// A waiting writer's registration taken back on every node (announced, so readers it held up
-/// look again), as `clear_leftovers` sends: placed on every node's connection before this
+/// A waiting writer's registration taken back on every node (announced when it gave up, so
+/// readers it held up look again), as `clear_leftovers` sends: placed on every node's connection before this
 /// returns, the replies left to a spawned task. Where it does not arrive, the registration
 /// runs out within its heartbeat.
-pub(crate) fn withdraw_writer(inner: &Inner, target: &Target) {
+pub(crate) fn withdraw_writer(inner: &Inner, target: &Target, announce: bool) {
     let Some(rw) = &target.rw else {
         return;
     };
@@ -209,7 +209,7 @@ pub(crate) fn withdraw_writer(inner: &Inner, target: &Target) {
         .call()
         .key(&*rw.waiting)
         .arg(target.field_arg(None))
-        .arg(target.channel())
+        .arg(if announce { target.channel() } else { "" })
         .arg(inner.new_request_arg())
         .by_source()
         .releasing();

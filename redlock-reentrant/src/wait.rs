@@ -57,6 +57,8 @@ async fn wait_for_grant(
     wait: Option<Duration>,
     mode: LeaseMode,
 ) -> Result<Option<Grant>, Error> {
+    // An upgrade is refused before this task queues behind anyone (it would wait for itself).
+    crate::acquire::refuse_upgrade(inner, target)?;
     // A wait too long to represent is no deadline at all.
     let deadline = wait.map(|wait| Instant::now().checked_add(wait));
     let left = || match deadline {
@@ -68,6 +70,9 @@ async fn wait_for_grant(
     let policy = inner.redlock.config().retry;
     let (mut retries, mut splits) = (policy.backoff(), policy.backoff().unbounded());
     let mut waiting = Waiting::default();
+    // Spinning: no subscription; looks again after these pauses (reset by nothing: a holder
+    // that keeps the lock makes them grow).
+    let mut spin = target.wait.spin_backoff();
     // Once a release was heard, how long to wait before looking again while a majority
     // still names a holder (the release may not have reached every master yet).
     let mut recheck: Option<Duration> = None;
@@ -145,20 +150,23 @@ async fn wait_for_grant(
                 if heard.is_some_and(|heard| heard >= since) {
                     recheck = Some(first_recheck(inner));
                 }
-                match recheck {
-                    Some(pause) if ttl.is_none_or(|ttl| pause < ttl) => (Some(pause), true),
+                match (recheck, spin.as_mut().and_then(|spin| spin.next_delay())) {
+                    (_, Some(pause)) => {
+                        (ttl.map_or(Some(pause), |ttl| Some(ttl.min(pause))), false)
+                    }
+                    (Some(pause), None) if ttl.is_none_or(|ttl| pause < ttl) => (Some(pause), true),
                     _ => (ttl, false),
                 }
             }
             Ok(Outcome::Contended) => {
                 retries.reset();
-                (splits.next_delay(), false)
+                (registered.refreshed_by(splits.next_delay()), false)
             }
             Err(err) if err.is_retryable() => {
                 let now = Instant::now();
                 let until = match resumable.filter(|until| *until > now) {
                     Some(until) => until,
-                    None => match retries.next_delay() {
+                    None => match registered.refreshed_by(retries.next_delay()) {
                         Some(pause) if left().is_none_or(|left| left > pause) => now + pause,
                         _ => return Err(err),
                     },
@@ -177,7 +185,10 @@ async fn wait_for_grant(
         if left() == Some(Duration::ZERO) {
             return Ok(None);
         }
-        if waiting.subscription.is_none() {
+        if spin.is_some() && waiting.counted.is_none() {
+            waiting.counted = Some(GaugeUnit::new(telemetry::WAITERS));
+        }
+        if waiting.subscription.is_none() && spin.is_none() {
             drop(notified);
             waiting.subscription = Some(
                 inner
@@ -208,39 +219,53 @@ async fn wait_for_grant(
 }
 
 /// A read-write lock's writer that may be registered as waiting on the nodes. Dropped while
-/// registered (the call ended without the lock, or was dropped), it takes the registration
-/// back on every node and tells the readers it held up; where that does not arrive, the
-/// registration runs out within its heartbeat.
+/// registered, it takes the registration back on every node: after a grant silently (a node
+/// that refused the grant keeps it otherwise), after giving up (the call ended without the
+/// lock, or was dropped) with an announcement, so the readers it held up look again. Where the
+/// withdrawal does not arrive, the registration runs out within its heartbeat.
 struct WaitingWriter {
-    /// What the withdrawal needs, for a write side only.
-    target: Option<(Arc<Inner>, Target)>,
+    /// What the withdrawal needs, for a write side only; and its heartbeat.
+    target: Option<(Arc<Inner>, Target, Duration)>,
     registered: bool,
+    granted: bool,
 }
 
 impl WaitingWriter {
     fn new(inner: &Arc<Inner>, target: &Target) -> Self {
         let write = target.rw.is_some() && target.kind() == crate::kind::Kind::Write;
         Self {
-            target: write.then(|| (Arc::clone(inner), target.clone())),
+            target: write.then(|| (Arc::clone(inner), target.clone(), inner.writer_heartbeat())),
             registered: false,
+            granted: false,
         }
     }
 
     /// An attempt is sent; one that will wait may register.
     fn sent(&mut self, waits: bool) {
-        self.registered |= waits;
+        self.registered |= waits && self.target.is_some();
     }
 
-    /// The lock was granted: the grant took the registration back.
+    /// The lock was granted.
     fn granted(&mut self) {
-        self.registered = false;
+        self.granted = true;
+    }
+
+    /// A pause before the next look, no longer than a third of the heartbeat while registered:
+    /// the look refreshes the registration before it runs out.
+    fn refreshed_by(&self, pause: Option<Duration>) -> Option<Duration> {
+        match &self.target {
+            Some((_, _, heartbeat)) if self.registered => {
+                pause.map(|pause| pause.min(*heartbeat / 3))
+            }
+            _ => pause,
+        }
     }
 }
 
 impl Drop for WaitingWriter {
     fn drop(&mut self) {
-        if let (true, Some((inner, target))) = (self.registered, self.target.take()) {
-            crate::unlock::withdraw_writer(&inner, &target);
+        if let (true, Some((inner, target, _))) = (self.registered, self.target.take()) {
+            crate::unlock::withdraw_writer(&inner, &target, !self.granted);
         }
     }
 }
@@ -248,10 +273,11 @@ impl Drop for WaitingWriter {
 /// Whether this owner's next acquisition of the lock asks for a new hold, and so takes its turn
 /// in the client's line: a nested one does not (its owner holds the lock already).
 fn needs_turn(inner: &Inner, target: &Target) -> bool {
-    inner
-        .holds
-        .get(&target.hold)
-        .is_none_or(|cell| cell.state().needs_turn())
+    !crate::acquire::holds_other_side(inner, target)
+        && inner
+            .holds
+            .get(&target.hold)
+            .is_none_or(|cell| cell.state().needs_turn())
 }
 
 /// Resolves when the subscription wakes this waiter (a release, or the subscription confirmed

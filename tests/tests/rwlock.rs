@@ -13,6 +13,10 @@ use redlock_tests::{client, released_everywhere, rounds_pass, WATCHDOG};
 /// test measures.
 const PATIENCE: Duration = Duration::from_secs(30);
 
+/// The watchdog lease of waiting writers whose registration a test relies on: their heartbeat
+/// (a third of it, 4 s) leaves a busy machine seconds to refresh it.
+const WRITER_WATCHDOG: Duration = Duration::from_secs(12);
+
 fn key(client: &LockClient, name: &str, side: &str) -> String {
     format!("{}:{side}", client.redlock().config().key_for(name))
 }
@@ -25,7 +29,9 @@ async fn takes(lock: &redlock_reentrant::RLock) -> bool {
 async fn readers_share_and_a_writer_is_alone(cluster: RedisCluster, down: &[usize]) {
     let alice = client(&cluster, WATCHDOG).await;
     let bob = client(&cluster, WATCHDOG).await;
-    let carol = client(&cluster, WATCHDOG).await;
+    // The waiting writer's registration (a heartbeat of a third of its lease, 4 s) must stay
+    // live while the test looks, on a busy machine too.
+    let carol = client(&cluster, WRITER_WATCHDOG).await;
     for node in down {
         cluster.kill(*node);
     }
@@ -115,7 +121,7 @@ async fn readers_share_and_a_writer_is_alone(cluster: RedisCluster, down: &[usiz
     }
     released_everywhere(
         &cluster,
-        &format!("{}*", key(&alice, name, "")),
+        &format!("{}*", alice.redlock().config().key_for(name)),
         WATCHDOG / 3,
     )
     .await;
@@ -140,7 +146,9 @@ async fn an_upgrade_is_refused_at_once_and_a_writer_may_downgrade() {
     let b = bob.get_read_write_lock("settings");
 
     let reading = a.read_lock().acquire().await.expect("read");
-    let upgrade = a.write_lock().lock().await;
+    let upgrade = tokio::time::timeout(PATIENCE, a.write_lock().lock())
+        .await
+        .expect("refused at once, never a wait");
     assert!(
         matches!(
             upgrade,
@@ -156,7 +164,10 @@ async fn an_upgrade_is_refused_at_once_and_a_writer_may_downgrade() {
 
     // Write, then read too (a downgrade), then let the write side go: still reading.
     let writing = a.write_lock().acquire().await.expect("write");
-    let reading = a.read_lock().acquire().await.expect("a writer may read");
+    let reading = tokio::time::timeout(PATIENCE, a.read_lock().acquire())
+        .await
+        .expect("a writer's read waits for nobody")
+        .expect("a writer may read");
     assert!(reading.fencing_token() > writing.fencing_token());
     writing.unlock().await.expect("unlock write");
     assert_eq!(a.read_lock().hold_count().await.expect("count"), 1);
@@ -166,6 +177,86 @@ async fn an_upgrade_is_refused_at_once_and_a_writer_may_downgrade() {
     reading.unlock().await.expect("unlock read");
     assert!(takes(&b.write_lock()).await, "free");
     b.write_lock().unlock().await.expect("unlock");
+}
+
+/// The tasks of one client that wait for a side take turns; an owner that holds the other side
+/// must not queue behind a task that waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_never_queues_behind_a_task_of_its_client_that_waits_for_it() {
+    let cluster = RedisCluster::start(3);
+    let alice = client(&cluster, WRITER_WATCHDOG).await;
+    let rw = alice.get_read_write_lock("layout");
+
+    // A writer takes the read side while another task of its client waits to read.
+    let writing = rw.write_lock().acquire().await.expect("write");
+    let other_reader = tokio::spawn({
+        let read = rw.read_lock();
+        async move { read.acquire().await.expect("read").unlock().await }
+    });
+    assert!(
+        eventually_async(PATIENCE, || alice.watched_channels() > 0).await,
+        "the other task waits"
+    );
+    let reading = tokio::time::timeout(PATIENCE, rw.read_lock().acquire())
+        .await
+        .expect("the downgrade does not queue behind the waiting reader")
+        .expect("read");
+    writing.unlock().await.expect("unlock write");
+    tokio::time::timeout(PATIENCE, other_reader)
+        .await
+        .expect("the other reader gets in beside the downgraded one")
+        .expect("task")
+        .expect("unlock");
+
+    // A reader asking for the write side while another task of its client waits to write: the
+    // error, at once, not a place in line behind the waiting writer.
+    let other_writer = tokio::spawn({
+        let write = rw.write_lock();
+        async move { write.acquire().await.expect("write").unlock().await }
+    });
+    let waiting = key(&alice, "layout", "write-waiting");
+    assert!(eventually_async(PATIENCE, || cluster.nodes_with(&waiting).len() >= 2).await);
+    for wait in [Duration::ZERO, PATIENCE] {
+        let upgrade = tokio::time::timeout(PATIENCE, rw.write_lock().try_lock(wait, None))
+            .await
+            .expect("refused at once");
+        assert!(
+            matches!(
+                upgrade,
+                Err(Error::InvalidArgument(
+                    InvalidArgument::UpgradeWouldDeadlock { .. }
+                ))
+            ),
+            "{upgrade:?}"
+        );
+    }
+    reading.unlock().await.expect("unlock read");
+    tokio::time::timeout(PATIENCE, other_writer)
+        .await
+        .expect("the other writer gets in")
+        .expect("task")
+        .expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reentrant_lock_sharing_a_key_with_a_side_is_a_wrong_type_never_a_second_holder() {
+    let cluster = RedisCluster::start(1);
+    let alice = client(&cluster, WATCHDOG).await;
+    let collider = alice.get_lock("shared:read");
+    collider.lock().await.expect("the reentrant lock");
+    let bob = client(&cluster, WATCHDOG).await;
+    let read = bob.get_read_write_lock("shared").read_lock();
+    let refused = read.try_lock(Duration::ZERO, None).await;
+    assert!(
+        matches!(refused, Err(Error::WrongType { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        collider.hold_count().await.expect("count"),
+        1,
+        "left as it was"
+    );
+    collider.unlock().await.expect("unlock");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,7 +357,7 @@ async fn a_killed_waiting_writer_stops_holding_readers_up_within_its_heartbeat()
     let writer = HolderProcess::start(
         env!("CARGO_BIN_EXE_holder"),
         &format!("write:{name}"),
-        WATCHDOG,
+        WRITER_WATCHDOG,
         &cluster.urls(),
     );
     let waiting = key(&alice, name, "write-waiting");
@@ -291,7 +382,9 @@ async fn a_killed_waiting_writer_stops_holding_readers_up_within_its_heartbeat()
 async fn every_waiting_reader_gets_in_when_the_writer_leaves_and_they_read_together() {
     let cluster = RedisCluster::start(3);
     let name = "feed";
-    let writer = client(&cluster, WATCHDOG).await;
+    // The writer's lease outlasts the test's patience: a reader that missed the release would
+    // look again only when that lease ran out, and fail the test.
+    let writer = client(&cluster, Duration::from_secs(90)).await;
     let writing = writer
         .get_read_write_lock(name)
         .write_lock()
@@ -317,8 +410,15 @@ async fn every_waiting_reader_gets_in_when_the_writer_leaves_and_they_read_toget
             }));
         }
     }
+    for reader in &readers {
+        assert!(
+            eventually_async(PATIENCE, || reader.watched_channels() > 0).await,
+            "each client's first reader waits for the release"
+        );
+    }
+    let outsider = client(&cluster, WATCHDOG).await;
     assert!(
-        !takes(&readers[0].get_read_write_lock(name).read_lock()).await,
+        !takes(&outsider.get_read_write_lock(name).read_lock()).await,
         "the writer still writes"
     );
     writing.unlock().await.expect("unlock");
@@ -330,7 +430,7 @@ async fn every_waiting_reader_gets_in_when_the_writer_leaves_and_they_read_toget
     }
     released_everywhere(
         &cluster,
-        &format!("{}*", key(&writer, name, "")),
+        &format!("{}*", writer.redlock().config().key_for(name)),
         WATCHDOG / 3,
     )
     .await;

@@ -7,7 +7,7 @@ local now = now_ms()
 local released = 0
 for i, key in ipairs(KEYS) do
     local owner, channel = ARGV[2 * i], ARGV[2 * i + 1]
-    if redis.pcall('hexists', key, owner) == 1 then
+    if not not_readers(key) and redis.call('hexists', key, owner) == 1 then
         redis.call('hdel', key, owner)
         if live_readers(key, now, '') == 0 then
             announce(channel, ARGV[1])

@@ -11,7 +11,7 @@
 -- A new read hold needs no other owner's writer, and, unless its owner holds the write side,
 -- no waiting writer (writers go first). A nested one needs only its own entry: a reader never
 -- waits behind a writer that waits for it.
-local wrong = not_readers(KEYS[1]) or not_readers(KEYS[3])
+local wrong = not_readers(KEYS[1]) or not_writer(KEYS[3]) or not_waiting(KEYS[4])
 if wrong then
     return wrong
 end

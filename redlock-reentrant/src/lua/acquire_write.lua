@@ -6,9 +6,10 @@
 -- (it never holds readers up). ARGV[7]: the heartbeat in milliseconds.
 -- A refused writer that waits is told to look again within a third of its heartbeat, so its
 -- registration stays live for as long as it waits and runs out within a heartbeat once it
--- crashed.
+-- crashed. Only a new hold registers (a nested one never waits), and never behind a later hold
+-- of its own owner (this is then a late request of an earlier attempt).
 local function wait_behind(pttl, holder, now)
-    if ARGV[6] == '1' then
+    if ARGV[6] == '1' and ARGV[3] == '0' and string.sub(holder, 1, #ARGV[5]) ~= ARGV[5] then
         local heartbeat = tonumber(ARGV[7])
         redis.call('zadd', KEYS[4], now + heartbeat, ARGV[5])
         if redis.call('pttl', KEYS[4]) < heartbeat then
@@ -20,7 +21,7 @@ local function wait_behind(pttl, holder, now)
 end
 
 local function refuse_new()
-    local wrong = not_readers(KEYS[3])
+    local wrong = not_readers(KEYS[3]) or not_waiting(KEYS[4])
     if wrong then
         return wrong
     end
@@ -38,5 +39,9 @@ local function on_new_hold()
 end
 
 local function refused_by(pttl, holder)
+    local wrong = not_waiting(KEYS[4])
+    if wrong then
+        return wrong
+    end
     return wait_behind(pttl, holder, now_ms())
 end

@@ -22,10 +22,47 @@ local function reader_value(count, deadline)
     return string.format('%d %.0f', count, deadline)
 end
 
--- Why `key` cannot be a readers hash (an error reply), or nil.
+-- Why `key` cannot be a readers hash (an error reply), or nil: a key of another type, a hash
+-- without an expiry, or a hash whose values are not readers' entries (another lock's hash that
+-- shares the key: a reentrant lock named `{name}:read`). Never deleted or changed: refused.
 local function not_readers(key)
     local kind = redis.call('type', key)['ok']
-    if kind ~= 'none' and kind ~= 'hash' then
+    if kind == 'none' then
+        return nil
+    end
+    if kind ~= 'hash' then
+        return redis.error_reply('WRONGTYPE lock key holds a ' .. kind .. ' value')
+    end
+    if redis.call('pttl', key) < 0 then
+        return redis.error_reply('WRONGTYPE lock key holds a hash with no expiry')
+    end
+    for _, value in ipairs(redis.call('hvals', key)) do
+        if not parse_reader(value) then
+            return redis.error_reply('WRONGTYPE lock key holds a hash of another lock kind')
+        end
+    end
+    return nil
+end
+
+-- Why `key` cannot be a writer's hash (an error reply), or nil.
+local function not_writer(key)
+    local kind = redis.call('type', key)['ok']
+    if kind == 'none' then
+        return nil
+    end
+    if kind ~= 'hash' then
+        return redis.error_reply('WRONGTYPE lock key holds a ' .. kind .. ' value')
+    end
+    if redis.call('pttl', key) < 0 then
+        return redis.error_reply('WRONGTYPE lock key holds a hash with no expiry')
+    end
+    return nil
+end
+
+-- Why `key` cannot be the waiting writers' sorted set (an error reply), or nil.
+local function not_waiting(key)
+    local kind = redis.call('type', key)['ok']
+    if kind ~= 'none' and kind ~= 'zset' then
         return redis.error_reply('WRONGTYPE lock key holds a ' .. kind .. ' value')
     end
     return nil
@@ -33,7 +70,8 @@ end
 
 -- Drops the readers whose deadline passed (deleting the hash when none is left). Returns how
 -- many are live, the latest deadline (0 with none), and `field`'s entry when it is live (its
--- count, 0 when it is not there, and its deadline).
+-- count, 0 when it is not there, and its deadline). Call `not_readers` first: every value is
+-- then a reader's entry.
 local function live_readers(key, now, field)
     local entries = redis.call('hgetall', key)
     local live, latest, count, deadline = 0, 0, 0, 0

@@ -1,0 +1,252 @@
+//! `MultiLock`: all of several locks, or none.
+
+use std::time::Duration;
+
+use futures_util::future::select_all;
+use redlock_core::{Error, InvalidArgument, LostReason};
+use tokio::time::Instant;
+
+use crate::{LockGuard, RLock};
+
+/// All of several locks at once, or none: Redisson's `RedissonMultiLock` for tokio. Members are
+/// any mix of [`RLock`]s and read-write lock sides ([`RReadWriteLock`](crate::RReadWriteLock)),
+/// also of different [`LockClient`](crate::LockClient)s (other deployments).
+///
+/// - **No deadlock between multi-locks**: members are always taken in one canonical order (by
+///   deployment, then key), whatever order they were given in, so two multi-locks over the same
+///   locks never each hold what the other waits for (Redisson takes them in the given order:
+///   its issue #1160).
+/// - **One wait budget**: `try_acquire(wait, ..)` gives every member what is left of `wait`.
+/// - **Nothing left held**: when a member cannot be had (the wait ran out, an error, the future
+///   dropped), the members already taken are released before it returns.
+/// - **The Redlock validity rule for a fixed lease**: members are taken one after another, so
+///   the first one's lease has run longest; if any member's validity ran out by the time the
+///   last was taken, all are released and the attempt fails (`false`, or
+///   [`Error::ValidityExhausted`] where there is no wait). With the watchdog's lease (no fixed
+///   one) each member is renewed.
+/// - The guard's [`lost`](MultiGuard::lost) fires when any member's hold is lost.
+///
+/// Redisson's `RedissonRedLock` (a majority of independent locks) is not here: every lock of
+/// this crate already is one, on the client's N masters (`redlock-core`'s quorum, with parallel
+/// requests and the validity check `RedissonRedLock` lacks).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+/// use redlock_reentrant::MultiLock;
+/// let transfer = MultiLock::new([
+///     client.get_lock("account:17"),
+///     client.get_lock("account:4"),
+///     client.get_read_write_lock("rates").read_lock(),
+/// ])?;
+/// let guard = transfer.acquire().await?;
+/// // ... both accounts and a stable view of the rates ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct MultiLock {
+    /// In the canonical order.
+    members: Vec<RLock>,
+}
+
+impl MultiLock {
+    /// A multi-lock over `members`, in any order.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::NoMembers`] for none; [`InvalidArgument::DuplicateMember`] when two
+    /// members are one lock (the same name on the same deployment, both sides of one read-write
+    /// lock included): the second would wait for the first.
+    pub fn new(members: impl IntoIterator<Item = RLock>) -> Result<Self, Error> {
+        let mut members: Vec<(String, RLock)> = members
+            .into_iter()
+            .map(|member| (member.identity(), member))
+            .collect();
+        if members.is_empty() {
+            return Err(InvalidArgument::NoMembers.into());
+        }
+        members.sort_by(|(a, _), (b, _)| a.cmp(b));
+        if let Some(pair) = members.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            return Err(InvalidArgument::DuplicateMember {
+                name: pair[1].1.name().to_owned(),
+            }
+            .into());
+        }
+        Ok(Self {
+            members: members.into_iter().map(|(_, member)| member).collect(),
+        })
+    }
+
+    /// The members, in the order they are taken.
+    pub fn members(&self) -> &[RLock] {
+        &self.members
+    }
+
+    /// Takes every member, waiting as long as it takes; each is renewed by its client's
+    /// watchdog while held.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future releases the members already taken (as dropped guards do) and
+    /// leaves nothing of the one in flight.
+    ///
+    /// # Errors
+    ///
+    /// Any member's error ([`RLock::acquire`]); the members taken before it are released.
+    pub async fn acquire(&self) -> Result<MultiGuard, Error> {
+        self.take(None, None)
+            .await
+            .map(|guard| guard.expect("waiting without a deadline only ends acquired"))
+    }
+
+    /// Takes every member within about `wait` in all (`Duration::MAX` waits as long as it
+    /// takes), each with `lease` (`None`: the watchdog's, renewed). `None` when some member
+    /// stayed held elsewhere for the whole wait, or a fixed lease ran out on a member before
+    /// the last was taken: nothing is held then.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`MultiLock::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`MultiLock::acquire`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(locks: redlock_reentrant::MultiLock) -> Result<(), redlock_reentrant::Error> {
+    /// use std::time::Duration;
+    /// if let Some(guard) = locks.try_acquire(Duration::from_secs(2), None).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<MultiGuard>, Error> {
+        self.take(Some(wait), lease).await
+    }
+
+    async fn take(
+        &self,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Option<MultiGuard>, Error> {
+        let started = Instant::now();
+        let deadline = wait.and_then(|wait| started.checked_add(wait));
+        // Dropped (on failure, or with this future) before it is handed out: every member
+        // taken is released.
+        let mut guards = Vec::with_capacity(self.members.len());
+        for member in &self.members {
+            let left = match (wait, deadline) {
+                (Some(_), Some(deadline)) => deadline.saturating_duration_since(Instant::now()),
+                // A wait too long to represent, or none at all.
+                _ => Duration::MAX,
+            };
+            match member.try_acquire(left, lease).await {
+                Ok(Some(guard)) => guards.push(guard),
+                Ok(None) => {
+                    release_all(guards).await;
+                    return Ok(None);
+                }
+                Err(err) => {
+                    release_all(guards).await;
+                    return Err(err);
+                }
+            }
+        }
+        if guards.iter().any(LockGuard::is_lost) {
+            // The first members' fixed lease ran out (or a hold was lost) while the last were
+            // taken: the set was never held together.
+            release_all(guards).await;
+            return match (wait, lease) {
+                (Some(_), _) => Ok(None),
+                (None, lease) => Err(Error::ValidityExhausted {
+                    name: self.members[0].name().to_owned(),
+                    elapsed: started.elapsed(),
+                    lease: lease.unwrap_or_default(),
+                }),
+            };
+        }
+        Ok(Some(MultiGuard { guards }))
+    }
+}
+
+/// Releases the members taken by an attempt that failed, the last taken first, before the
+/// attempt answers: nothing of it is held when its caller looks. Their errors are the
+/// attempt's to ignore (a member that cannot be released is given up, and expires with its
+/// lease). Dropped half-way, the rest are released as dropped guards are.
+async fn release_all(guards: Vec<LockGuard>) {
+    for guard in guards.into_iter().rev() {
+        if let Err(err) = guard.unlock().await {
+            tracing::debug!(error = %err, "a member of a failed multi-lock attempt was not released cleanly");
+        }
+    }
+}
+
+/// Every member of a [`MultiLock`], held; released when dropped.
+#[must_use = "the locks are released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct MultiGuard {
+    /// In the canonical order.
+    guards: Vec<LockGuard>,
+}
+
+impl MultiGuard {
+    /// Each member's guard, in the order they were taken.
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.guards
+    }
+
+    /// Each member's fencing token, in the order they were taken.
+    pub fn fencing_tokens(&self) -> Vec<u64> {
+        self.guards.iter().map(LockGuard::fencing_token).collect()
+    }
+
+    /// Waits until any member's hold is lost and says why: the set is no longer held.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn lost(&self) -> impl std::future::Future<Output = LostReason> + Send + 'static {
+        let losses: Vec<_> = self
+            .guards
+            .iter()
+            .map(|guard| Box::pin(guard.lost()))
+            .collect();
+        async move { select_all(losses).await.0 }
+    }
+
+    /// Whether any member's hold is lost.
+    pub fn is_lost(&self) -> bool {
+        self.guards.iter().any(LockGuard::is_lost)
+    }
+
+    /// Releases every member (the last taken first) and reports the first error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future still releases every member: a member's release in flight is
+    /// completed in a spawned task, and the members not reached yet are released as dropped
+    /// guards are.
+    ///
+    /// # Errors
+    ///
+    /// The first member's error ([`LockGuard::unlock`]); every member is released whatever
+    /// the others answer.
+    pub async fn unlock(self) -> Result<(), Error> {
+        let mut first = Ok(());
+        for guard in self.guards.into_iter().rev() {
+            let released = guard.unlock().await;
+            if first.is_ok() {
+                first = released;
+            }
+        }
+        first
+    }
+}
