@@ -203,6 +203,12 @@ impl MultiGuard {
         &self.guards
     }
 
+    /// Each member's guard, to keep or release one by one (each releases its member when
+    /// dropped, as always).
+    pub fn into_guards(self) -> Vec<LockGuard> {
+        self.guards
+    }
+
     /// Each member's fencing token, in the order they were taken.
     pub fn fencing_tokens(&self) -> Vec<u64> {
         self.guards.iter().map(LockGuard::fencing_token).collect()

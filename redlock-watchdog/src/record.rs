@@ -292,8 +292,10 @@ impl LeaseRecord {
             return false;
         }
         state.end = End::Lost(reason);
-        Self::disarm(state);
+        // Counted before the state is let go: whoever sees the loss (the holder's `lost()`,
+        // another thread) finds it counted too.
         redlock_core::telemetry::lost(reason);
+        Self::disarm(state);
         self.token.cancel();
         true
     }

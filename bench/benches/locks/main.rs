@@ -8,7 +8,8 @@
 //! a non-zero exit on any error or overlap (the timed targets are not asserted).
 //!
 //! Workloads: uncontended pair latency, parallel throughput, one contended key (hand-over,
-//! fairness, overlaps, commands per acquisition), a quorum down, stopped nodes, and the watchdog
+//! fairness, overlaps, commands per acquisition), the read-write lock (readers only and a 90 %
+//! read mix, beside the reentrant lock on one key), a quorum down, stopped nodes, and the watchdog
 //! renewing many locks.
 
 mod allocs;
@@ -29,6 +30,7 @@ mod raw;
 mod redis_stats;
 mod report;
 mod results;
+mod rw;
 mod self_test;
 mod stats;
 mod stopped;
@@ -118,10 +120,11 @@ fn run_workloads(
     results: &mut Results,
     started: Instant,
 ) {
-    let on_lab: [(&str, LabWorkload); 3] = [
+    let on_lab: [(&str, LabWorkload); 4] = [
         (uncontended::WORKLOAD, uncontended::run_all),
         (parallel::WORKLOAD, parallel::run_all),
         (contended::WORKLOAD, contended::run_all),
+        (rw::WORKLOAD, rw::run_all),
     ];
     let on_lab: Vec<_> = on_lab
         .into_iter()

@@ -12,7 +12,9 @@ use crate::mode::Sizes;
 use crate::results::Results;
 use crate::stats::Metrics;
 use crate::targets::Target;
-use crate::{contended, parallel, pttl_sampler, quorum_down, stopped, uncontended, watchdog_scale};
+use crate::{
+    contended, parallel, pttl_sampler, quorum_down, rw, stopped, uncontended, watchdog_scale,
+};
 
 /// The command that regenerates the report.
 pub(crate) const COMMAND: &str = "cargo bench -p redlock-bench --bench locks";
@@ -88,6 +90,7 @@ impl Report<'_> {
         out.push_str(&self.uncontended());
         out.push_str(&self.parallel());
         out.push_str(&self.contended());
+        out.push_str(&self.read_write());
         out.push_str(&self.quorum_down());
         out.push_str(&self.stopped());
         out.push_str(&self.watchdog());
@@ -388,6 +391,61 @@ impl Report<'_> {
         )
     }
 
+    fn read_write(&self) -> String {
+        let w = rw::WORKLOAD;
+        let parallel = self.medians(parallel::WORKLOAD);
+        let rows: Vec<Vec<String>> = self
+            .medians(w)
+            .iter()
+            .map(|(label, m)| {
+                let of = |name: &str| m.get(name).copied();
+                let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                    (Some(a), Some(b)) if b > 0.0 => times(a / b),
+                    _ => "-".into(),
+                };
+                let own_keys = parallel
+                    .iter()
+                    .find(|(other, _)| other == label)
+                    .and_then(|(_, m)| m.get("ops_per_s").copied());
+                vec![
+                    label.clone(),
+                    num(m, "readers_ops_per_s", 0),
+                    num(m, "exclusive_ops_per_s", 0),
+                    ratio(of("readers_ops_per_s"), of("exclusive_ops_per_s")),
+                    ratio(of("readers_ops_per_s"), own_keys),
+                    num(m, "mixed_ops_per_s", 0),
+                    ratio(of("mixed_ops_per_s"), of("exclusive_ops_per_s")),
+                    num(m, "overlaps", 0),
+                    num(m, "errors", 0),
+                ]
+            })
+            .collect();
+        format!(
+            "## Read-write lock
+
+             {} tasks of ours on one key for {:.1} s per run: all reading the read-write lock's              read side; all taking the reentrant lock (each pair exclusive, the tasks taking              turns); and one pair in ten writing the read-write lock, the rest reading.              \"x own keys\": readers on one lock against the same tasks each on a key of its              own (`parallel`), the ceiling of a lock that never waits. \"overlaps\": a writer              inside beside anyone else, seen by the tasks (must be 0).
+
+{}
+",
+            self.sizes.parallel_tasks,
+            self.sizes.parallel_for.as_secs_f64(),
+            table(
+                &[
+                    "impl",
+                    "readers pairs/s",
+                    "exclusive pairs/s",
+                    "readers x exclusive",
+                    "readers x own keys",
+                    "90 % reads pairs/s",
+                    "mix x exclusive",
+                    "overlaps",
+                    "errors",
+                ],
+                &rows
+            )
+        )
+    }
+
     fn quorum_down(&self) -> String {
         let rows: Vec<Vec<String>> = self
             .medians(quorum_down::WORKLOAD)
@@ -565,10 +623,11 @@ impl Report<'_> {
     }
 }
 
-const WORKLOADS: [&str; 7] = [
+const WORKLOADS: [&str; 8] = [
     uncontended::WORKLOAD,
     parallel::WORKLOAD,
     contended::WORKLOAD,
+    rw::WORKLOAD,
     quorum_down::WORKLOAD,
     stopped::WORKLOAD,
     stopped::CONTENDED,

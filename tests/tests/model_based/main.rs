@@ -1,14 +1,17 @@
 //! The model-based test: random sequences of operations by several owners in two clients
-//! (lock, lock_with_lease, try_lock with waits and leases, nested acquisitions, guards
-//! unlocked or dropped, on a runtime or off one, unlock, force_unlock, shutdown, futures
-//! dropped at random points, clients dropped without shutdown, the watchdog-renewed plain lock
-//! and the core lock's acquire, extend (dropped at random points too) and release beside
-//! them), interleaved with faults (a master paused, two paused one after
+//! on two reentrant locks and both sides of a read-write lock (lock, lock_with_lease, try_lock
+//! with waits and leases, nested acquisitions, reads together, a writer's downgrade, the
+//! upgrade refused, guards unlocked or dropped, on a runtime or off one, unlock, force_unlock,
+//! shutdown, multi-locks of a reentrant lock and a side kept as guards, futures dropped at
+//! random points, clients dropped without shutdown, the watchdog-renewed plain lock and the
+//! core lock's acquire, extend (dropped at random points too) and release beside them),
+//! interleaved with faults (a master paused, two paused one after
 //! the other or at once, one restarted empty after a delay, every pub/sub connection killed),
 //! run against the real library on three real masters and checked after every step against a
 //! model of the documented semantics (`model_based/model.rs`):
 //!
-//! - never two owners believing they hold a lock at once (belief as in `docs/safety.md`);
+//! - never two owners believing they hold a lock at once (belief as in `docs/safety.md`), nor a
+//!   writer beside anyone else (readers together are fine);
 //! - the lost signal fires before another owner can acquire: every belief is backed by a
 //!   majority's TTL, and an acquisition by another owner finds nobody believing;
 //! - the watchdog has exactly the live holds registered: a hold is renewed while some handle

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use redlock_reentrant::{Error, LockStatus, LostReason, LostSignal, WatchdogConfig};
 
 use crate::core_lease::CoreLeases;
-use crate::ops::{Lease, ACTORS, CLIENTS, CLIENT_OF, LOCKS};
+use crate::ops::{
+    conflicts, read_side_of, Lease, Side, ACTORS, CLIENTS, CLIENT_OF, LOCKS, RESOURCE, SIDE,
+};
 use crate::plain::PlainLeases;
 
 /// What an acquisition call came back with.
@@ -156,6 +158,10 @@ pub(crate) struct Model {
     /// Until when a lock may still be held by a key nobody believes in (a lost hold, a
     /// dropped attempt or release, a forced unlock that missed nodes).
     lingering_until: [Instant; LOCKS],
+    /// Until when a writer's registration may still hold new readers of each lock up: every
+    /// write attempt may leave one (withdrawn in the background, or run out within its
+    /// heartbeat).
+    writer_waits_until: [Instant; LOCKS],
     watchdog: Duration,
     /// Holds whose client was dropped without `shutdown()` (actor, lock, hold): nobody can
     /// renew or release them any more, and whoever kept their signal still believes until it
@@ -178,6 +184,7 @@ impl Model {
             faults: 0,
             settling_until: now,
             lingering_until: [now; LOCKS],
+            writer_waits_until: [now; LOCKS],
             watchdog,
             abandoned: Vec::new(),
             notes: Vec::new(),
@@ -380,22 +387,88 @@ impl Model {
             // it counts as told.
             !expired_by_then && signal.reason().is_none()
         };
+        let conflicting = || (0..LOCKS).filter(move |other| conflicts(lock, *other));
         (0..ACTORS)
             .filter(|other| *other != actor)
-            .find(|other| believed_then(&self.holds[*other][lock]))
+            .find(|other| conflicting().any(|l| believed_then(&self.holds[*other][l])))
             .or_else(|| {
-                self.abandoned_believers(lock)
-                    .find(|(_, hold)| believed_then(hold))
-                    .map(|(other, _)| other)
+                conflicting().find_map(|l| {
+                    self.abandoned_believers(l)
+                        .find(|(_, hold)| believed_then(hold))
+                        .map(|(other, _)| other)
+                })
             })
     }
 
-    /// Whether `lock` may be held by something the model does not count on.
+    /// Whether `lock` may be held by something the model does not count on (or, for a read
+    /// side, a writer may be registered as waiting).
     fn may_be_held(&self, actor: usize, lock: usize) -> bool {
-        self.lingering(lock)
-            || self.disturbed()
-            || self.abandoned_believers(lock).next().is_some()
-            || (0..ACTORS).any(|other| other != actor && self.holds[other][lock].count > 0)
+        let conflicting = || (0..LOCKS).filter(move |other| conflicts(lock, *other));
+        self.disturbed()
+            || (SIDE[lock] == Side::Read && Instant::now() < self.writer_waits_until[lock])
+            || conflicting().any(|l| {
+                self.lingering(l)
+                    || self.abandoned_believers(l).next().is_some()
+                    || (0..ACTORS).any(|other| other != actor && self.holds[other][l].count > 0)
+            })
+    }
+
+    /// A write attempt on `lock` was made: until its registration is surely gone, readers may
+    /// be held up (a heartbeat: a third of the watchdog's lease, at least four per-node
+    /// timeouts, and room).
+    fn writer_tried(&mut self, lock: usize) {
+        if let Some(read) = read_side_of(lock) {
+            let heartbeat = (self.watchdog / 3).max(crate::system::NODE_TIMEOUT * 4);
+            let until = Instant::now() + heartbeat + Duration::from_millis(200);
+            self.writer_waits_until[read] = self.writer_waits_until[read].max(until);
+        }
+    }
+
+    /// A multi-lock of `locks` (none held by `actor`) answered "not within the wait": some
+    /// member must have been held by someone else (or a writer waited, for a read side).
+    pub(crate) fn multi_refused(&mut self, actor: usize, locks: &[usize]) -> Result<(), String> {
+        for lock in locks {
+            self.writer_tried(*lock);
+        }
+        if locks.iter().any(|lock| self.may_be_held(actor, *lock)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "a{actor}: a multi-lock of {locks:?} refused while nobody held them"
+            ))
+        }
+    }
+
+    /// A multi-lock of `locks` failed with `err`: only a missing quorum, under a fault. The
+    /// members it took were released before it answered, or linger where that missed.
+    pub(crate) fn multi_failed(
+        &mut self,
+        actor: usize,
+        locks: &[usize],
+        err: Error,
+    ) -> Result<(), String> {
+        match err {
+            Error::NoQuorum { .. } if self.disturbed() => {
+                for lock in locks {
+                    let lease = self.longest_lease(*lock);
+                    self.linger(*lock, lease);
+                }
+                Ok(())
+            }
+            err => Err(format!(
+                "a{actor}: a multi-lock of {locks:?} failed: {err:?}"
+            )),
+        }
+    }
+
+    /// The largest token handed out for `lock`'s resource (both sides of a read-write lock
+    /// share its counter and its order).
+    fn last_token_of(&self, lock: usize) -> u64 {
+        (0..LOCKS)
+            .filter(|other| RESOURCE[*other] == RESOURCE[lock])
+            .map(|other| self.last_token[other])
+            .max()
+            .unwrap_or(0)
     }
 
     /// An acquisition by `actor` of `lock`, begun at `started`, came back with `took`. Returns
@@ -408,6 +481,37 @@ impl Model {
         started: Instant,
         took: Took,
     ) -> Result<Option<u64>, String> {
+        self.writer_tried(lock);
+        if let Some(read) = read_side_of(lock) {
+            // An owner that holds the read side asks for the write side: refused at once.
+            let reading = &self.holds[actor][read];
+            let upgrade = reading.count > 0;
+            let sure = upgrade && !reading.pending_unlock && !reading.maybe_over;
+            match &took {
+                Took::Failed(Error::InvalidArgument(
+                    redlock_reentrant::InvalidArgument::UpgradeWouldDeadlock { .. },
+                )) if upgrade => return Ok(None),
+                Took::Failed(Error::InvalidArgument(
+                    redlock_reentrant::InvalidArgument::UpgradeWouldDeadlock { .. },
+                )) => {
+                    return Err(format!(
+                        "a{actor} l{lock}: an upgrade refused, but the owner holds no read"
+                    ))
+                }
+                _ if sure => {
+                    return Err(format!(
+                        "a{actor} l{lock}: the owner holds the read side, and its write acquisition was not refused: {}",
+                        match &took {
+                            Took::Granted { .. } => "granted".to_owned(),
+                            Took::Refused => "refused as held".to_owned(),
+                            Took::Dropped => "dropped".to_owned(),
+                            Took::Failed(err) => format!("{err:?}"),
+                        }
+                    ))
+                }
+                _ => {}
+            }
+        }
         let mut plan = self.plan(actor, lock);
         let hold = &mut self.holds[actor][lock];
         if matches!(plan, Plan::Lost(_))
@@ -442,12 +546,12 @@ impl Model {
                     }
                 }
                 let disturbed = self.disturbed();
+                let last = self.last_token_of(lock);
                 let hold = &mut self.holds[actor][lock];
                 if plan == Plan::New {
-                    if token <= self.last_token[lock] {
+                    if token <= last {
                         return Err(format!(
-                            "a{actor} l{lock}: a new hold's token {token} is not above the last one, {}",
-                            self.last_token[lock]
+                            "a{actor} l{lock}: a new hold's token {token} is not above the last one, {last}"
                         ));
                     }
                     self.last_token[lock] = token;
@@ -844,7 +948,7 @@ impl Model {
         let handed_out = if self.shared_counter {
             self.last_token.iter().copied().max().unwrap_or(0)
         } else {
-            self.last_token[lock]
+            self.last_token_of(lock)
         };
         if status.fencing_counter.unwrap_or(0) < handed_out {
             return Err(format!(
@@ -873,17 +977,30 @@ impl Model {
         believers
     }
 
-    /// Never two owners believing at once.
+    /// Never two owners believing at once in locks that conflict (readers together are fine).
     pub(crate) fn check_exclusion(&self) -> Result<(), String> {
-        for lock in 0..LOCKS {
-            let believing: Vec<usize> = (0..ACTORS)
-                .filter(|actor| self.holds[*actor][lock].believes())
-                .chain(self.abandoned_believers(lock).map(|(actor, _)| actor))
-                .collect();
-            if believing.len() > 1 {
-                return Err(format!(
-                    "l{lock}: owners {believing:?} all believe they hold it"
-                ));
+        let believing: Vec<(usize, usize)> = (0..LOCKS)
+            .flat_map(|lock| {
+                (0..ACTORS)
+                    .filter(move |actor| self.holds[*actor][lock].believes())
+                    .map(move |actor| (actor, lock))
+                    .chain(
+                        self.abandoned_believers(lock)
+                            .map(move |(actor, _)| (actor, lock)),
+                    )
+            })
+            .collect();
+        for (i, (a, lock_a)) in believing.iter().enumerate() {
+            for (b, lock_b) in &believing[i + 1..] {
+                // An abandoned hold's actor is another owner now: compare as two owners.
+                let same_owner = a == b
+                    && self.holds[*a][*lock_a].believes()
+                    && self.holds[*b][*lock_b].believes();
+                if conflicts(*lock_a, *lock_b) && !same_owner {
+                    return Err(format!(
+                        "a{a} l{lock_a} and a{b} l{lock_b} both believe they hold conflicting locks"
+                    ));
+                }
             }
         }
         Ok(())

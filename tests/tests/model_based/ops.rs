@@ -9,8 +9,41 @@ use crate::system::NODE_TIMEOUT;
 /// Three actors: two owners in client 0 (a task, and an explicit owner used from fresh tasks
 /// each time) and a task in client 1.
 pub(crate) const ACTORS: usize = 3;
-/// Two locks: contention on each, and holds of one owner on both.
-pub(crate) const LOCKS: usize = 2;
+/// Four locks: two reentrant locks (contention on each, and holds of one owner on both), and
+/// the read and write sides of one read-write lock.
+pub(crate) const LOCKS: usize = 4;
+
+/// What a lock of the sequences is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// A reentrant lock.
+    Exclusive,
+    /// The read side of the read-write lock.
+    Read,
+    /// Its write side.
+    Write,
+}
+
+/// Each lock's side.
+pub(crate) const SIDE: [Side; LOCKS] = [Side::Exclusive, Side::Exclusive, Side::Read, Side::Write];
+
+/// Each lock's resource: the two sides of the read-write lock are one.
+pub(crate) const RESOURCE: [usize; LOCKS] = [0, 1, 2, 2];
+
+/// Whether holds of locks `a` and `b` by two owners exclude each other: on one resource, unless
+/// both read.
+pub(crate) fn conflicts(a: usize, b: usize) -> bool {
+    RESOURCE[a] == RESOURCE[b] && !(SIDE[a] == Side::Read && SIDE[b] == Side::Read)
+}
+
+/// The read side of the read-write lock whose write side is `lock`, if it is one.
+pub(crate) fn read_side_of(lock: usize) -> Option<usize> {
+    (SIDE[lock] == Side::Write).then(|| {
+        (0..LOCKS)
+            .find(|other| RESOURCE[*other] == RESOURCE[lock] && SIDE[*other] == Side::Read)
+            .expect("a write side has a read side")
+    })
+}
 /// Three masters: one can be paused or restarted while a majority still answers.
 pub(crate) const NODES: usize = 3;
 /// The client each actor belongs to.
@@ -151,6 +184,13 @@ pub(crate) enum Step {
     CoreRelease {
         client: usize,
     },
+    /// `MultiLock::try_acquire(wait)` by `actor` of the reentrant lock 0 and a side of the
+    /// read-write lock (`read`: its read side), the members then kept as guards.
+    MultiAcquire {
+        actor: usize,
+        read: bool,
+        wait_ms: u64,
+    },
 }
 
 /// What generation needs to know: which nodes are paused, and the hold the last steps were
@@ -289,7 +329,7 @@ impl ReferenceStateMachine for Sequences {
             ),
             (
                 6,
-                (actor, lock)
+                (actor.clone(), lock)
                     .prop_map(|(actor, lock)| Step::Query { actor, lock })
                     .boxed(),
             ),
@@ -342,6 +382,16 @@ impl ReferenceStateMachine for Sequences {
                 1,
                 (0..2usize)
                     .prop_map(|client| Step::CoreRelease { client })
+                    .boxed(),
+            ),
+            (
+                4,
+                (actor.clone(), any::<bool>(), 0u64..250)
+                    .prop_map(|(actor, read, wait_ms)| Step::MultiAcquire {
+                        actor,
+                        read,
+                        wait_ms,
+                    })
                     .boxed(),
             ),
             (

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlock_reentrant::{
-    is_cluster_url, Lease as CoreLease, LockClient, LockGuard, LockOwner, RLock, RenewedLease,
-    RetryPolicy,
+    is_cluster_url, Lease as CoreLease, LockClient, LockGuard, LockOwner, MultiLock, RLock,
+    RenewedLease, RetryPolicy,
 };
 use redlock_testkit::{
     client_connections, cluster_ok, eventually, kill_pubsub_clients, pubsub_clients,
@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::core_lease::CORE;
 use crate::model::{Model, Released, Took};
-use crate::ops::{Api, Lease, Step, ACTORS, CLIENTS, CLIENT_OF, LOCKS, NODES};
+use crate::ops::{Api, Lease, Side, Step, ACTORS, CLIENTS, CLIENT_OF, LOCKS, NODES, SIDE};
 use crate::plain::{Belief, PLAIN};
 
 /// The watchdog lease: short, so fixed leases and pauses cross it within a few steps.
@@ -42,7 +42,7 @@ const TTL_ROOM: Duration = Duration::from_millis(WATCHDOG.as_millis() as u64 / 1
 const PATIENCE: Duration = Duration::from_millis(400);
 /// No step may take longer: a hang is a failure, not a stuck suite.
 const STEP_LIMIT: Duration = Duration::from_secs(20);
-const NAMES: [&str; LOCKS] = ["m0", "m1"];
+const NAMES: [&str; LOCKS] = ["m0", "m1", "rw", "rw"];
 
 type Job = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
@@ -167,8 +167,21 @@ impl System {
         self.runtime.as_ref().expect("running")
     }
 
+    /// The key a hold of `lock` is kept in (the read side: the readers hash).
+    fn hold_key_of(&self, lock: usize) -> String {
+        match SIDE[lock] {
+            Side::Read => format!("{}:read", self.key_of(NAMES[lock])),
+            Side::Exclusive | Side::Write => self.key_of(NAMES[lock]),
+        }
+    }
+
     fn rlock(&self, actor: usize, lock: usize) -> RLock {
-        let rlock = self.clients[CLIENT_OF[actor]].get_lock(NAMES[lock]);
+        let client = &self.clients[CLIENT_OF[actor]];
+        let rlock = match SIDE[lock] {
+            Side::Exclusive => client.get_lock(NAMES[lock]),
+            Side::Read => client.get_read_write_lock(NAMES[lock]).read_lock(),
+            Side::Write => client.get_read_write_lock(NAMES[lock]).write_lock(),
+        };
         match &self.actors[actor].owner {
             Some(owner) => rlock.with_owner(owner),
             None => rlock,
@@ -359,6 +372,11 @@ impl System {
                 after_us.map(Duration::from_micros),
             ),
             Step::CoreRelease { client } => self.core_release(client),
+            Step::MultiAcquire {
+                actor,
+                read,
+                wait_ms,
+            } => self.multi_acquire(actor, read, Duration::from_millis(wait_ms)),
         }
     }
 
@@ -433,6 +451,109 @@ impl System {
             });
         }
         Ok(seen)
+    }
+
+    /// A multi-lock of lock 0 and a side of the read-write lock, by an actor that holds none of
+    /// them (a nested member, or an upgrade, is the single locks' business); its members are
+    /// kept as guards, each judged by the model as a guard's acquisition.
+    fn multi_acquire(
+        &mut self,
+        actor: usize,
+        read: bool,
+        wait: Duration,
+    ) -> Result<String, String> {
+        let side = (0..LOCKS)
+            .find(|lock| SIDE[*lock] == if read { Side::Read } else { Side::Write })
+            .expect("the read-write lock's sides");
+        let members = [0, side];
+        if (0..LOCKS).any(|lock| {
+            (lock == 0 || SIDE[lock] != Side::Exclusive) && self.model.holds[actor][lock].count > 0
+        }) {
+            return Ok("skipped: the actor holds a member".into());
+        }
+        let locks = MultiLock::new(members.map(|lock| self.rlock(actor, lock)))
+            .map_err(|err| format!("a{actor}: multi-lock refused its members: {err}"))?;
+        let started = Instant::now();
+        let (done, result) = oneshot::channel();
+        let job: Job = Box::new(move || {
+            Box::pin(async move {
+                let outcome = tokio::time::timeout(STEP_LIMIT, locks.try_acquire(wait, None)).await;
+                let _ = done.send((outcome, Instant::now()));
+            })
+        });
+        match &self.actors[actor].task {
+            Some(task) => task
+                .send(job)
+                .map_err(|_| "the actor's task is gone".to_owned())?,
+            None => drop(self.runtime().spawn(job())),
+        }
+        let (outcome, at) = self
+            .runtime()
+            .block_on(async { tokio::time::timeout(STEP_LIMIT * 2, result).await })
+            .map_err(|_| format!("a{actor}: the multi-lock step hung"))?
+            .map_err(|_| format!("a{actor}: the multi-lock step panicked"))?;
+        match outcome {
+            Ok(Ok(Some(guard))) => {
+                for guard in guard.into_guards() {
+                    let lock = *members
+                        .iter()
+                        .find(|lock| NAMES[**lock] == guard.lock().name())
+                        .ok_or_else(|| format!("a member named {}", guard.lock().name()))?;
+                    let took = Took::Granted {
+                        token: Some(guard.fencing_token()),
+                        signal: guard.lock().lost_signal(),
+                        at,
+                    };
+                    if let Some(generation) =
+                        self.model
+                            .acquired(actor, lock, Lease::Watchdog, started, took)?
+                    {
+                        self.guards.push(Kept {
+                            actor,
+                            lock,
+                            lease: Lease::Watchdog,
+                            generation,
+                            guard,
+                        });
+                    }
+                }
+                Ok("granted both".into())
+            }
+            Ok(Ok(None)) => {
+                self.model.multi_refused(actor, &members)?;
+                self.absorb_released_members(actor, members.len())?;
+                Ok("refused".into())
+            }
+            Ok(Err(err)) => {
+                self.model.multi_failed(actor, &members, err)?;
+                self.absorb_released_members(actor, members.len())?;
+                Ok("failed".into())
+            }
+            Err(_) => {
+                for lock in members {
+                    self.model
+                        .acquired(actor, lock, Lease::Watchdog, started, Took::Dropped)?;
+                }
+                self.absorb_released_members(actor, members.len())?;
+                Ok("dropped".into())
+            }
+        }
+    }
+
+    /// A multi-lock that did not hand its members out may have taken all but the last, as new
+    /// holds of the client (`fencing_stats`), and released them: the model counts what the
+    /// client says, if it is within that.
+    fn absorb_released_members(&mut self, actor: usize, members: usize) -> Result<(), String> {
+        let client = CLIENT_OF[actor];
+        let said = self.clients[client].fencing_stats().new_holds;
+        let counted = self.model.new_holds[client];
+        if said < counted || said > counted + members as u64 - 1 {
+            return Err(format!(
+                "client {client}: {said} new holds after a multi-lock that handed out none; the model counted {counted} before it"
+            ));
+        }
+        self.model.new_holds[client] = said;
+        Ok(())
     }
 
     fn unlock(
@@ -882,7 +1003,7 @@ impl System {
             .map(|(actor, lock, signal)| {
                 (
                     format!("a{actor} l{lock}"),
-                    self.key_of(NAMES[lock]),
+                    self.hold_key_of(lock),
                     Belief::Signal(signal),
                 )
             });
@@ -1030,7 +1151,12 @@ impl System {
             ));
         }
         let cluster = Arc::clone(&self.cluster);
-        let lock_keys: Vec<String> = NAMES.iter().map(|name| self.key_of(name)).collect();
+        let mut lock_keys: Vec<String> = NAMES.iter().map(|name| self.key_of(name)).collect();
+        lock_keys.dedup();
+        for lock in (0..LOCKS).filter(|lock| SIDE[*lock] == Side::Read) {
+            lock_keys.push(self.hold_key_of(lock));
+            lock_keys.push(format!("{}:write-waiting", self.key_of(NAMES[lock])));
+        }
         let locks_left = || {
             lock_keys
                 .iter()
