@@ -101,7 +101,9 @@ async fn one_run(spec: Spec, client: &LockClient, sizes: &Sizes, run: usize, mix
                     let (lock, weight): (RLock, i64) = match mix {
                         Mix::ReadersOnly => (rw.read_lock(), 1),
                         Mix::Exclusive => (exclusive.clone(), WRITER),
-                        Mix::NinetyPercentReads if (pairs + task as u64) % WRITE_EVERY == 0 => {
+                        Mix::NinetyPercentReads
+                            if (pairs + task as u64).is_multiple_of(WRITE_EVERY) =>
+                        {
                             (rw.write_lock(), WRITER)
                         }
                         Mix::NinetyPercentReads => (rw.read_lock(), 1),
