@@ -71,9 +71,7 @@ pub(crate) async fn attempt(
         refuse_upgrade(inner, target)?;
     }
     let (expected, generation) = match plan {
-        AcquirePlan::New if turn.is_none() && !holds_other_side(inner, target) => {
-            return Ok(Outcome::NeedsTurn)
-        }
+        AcquirePlan::New if turn.is_none() && takes_turns(target) => return Ok(Outcome::NeedsTurn),
         AcquirePlan::New => (0, new_generation()),
         AcquirePlan::Nested {
             expected,
@@ -259,14 +257,16 @@ pub(crate) fn refuse_upgrade(inner: &Inner, target: &Target) -> Result<(), Error
     Ok(())
 }
 
-/// Whether this owner holds the write side of the read-write lock whose read side `target` is
-/// (live, or lost and not unwound): its new read hold (a downgrade) waits for nobody, so it
-/// takes no turn in the client's line, where it could wait behind a reader that waits for it.
-pub(crate) fn holds_other_side(inner: &Inner, target: &Target) -> bool {
-    target.kind() == Kind::Read && holds_side(inner, target, Kind::Write)
+/// Whether a new hold of `target` takes a turn in the client's line for it. A reader does not:
+/// readers do not exclude each other, so the client's readers ask the nodes at once, side by
+/// side (and a writer's new read hold, a downgrade, could otherwise wait behind a reader that
+/// waits for it).
+pub(crate) fn takes_turns(target: &Target) -> bool {
+    target.kind() != Kind::Read
 }
 
-/// Whether `target`'s owner holds the `side` of `target`'s read-write lock.
+/// Whether `target`'s owner holds the `side` of `target`'s read-write lock (live, or lost and
+/// not unwound).
 fn holds_side(inner: &Inner, target: &Target, side: Kind) -> bool {
     let Some(rw) = &target.rw else {
         return false;

@@ -32,9 +32,8 @@ use crate::{LockClient, LockOwner, RLock};
 ///   clock, renewed by the watchdog for that reader alone: a crashed reader frees the lock
 ///   within its own lease, whatever the other readers do.
 /// - **Wake-ups.** A writer's release wakes the waiting readers and writers; the last
-///   reader's release wakes a writer. The tasks of one client that wait for the same side take
-///   turns in line as with `RLock`, but a reader that gets in lets the next reader through at
-///   once.
+///   reader's release wakes a writer. The writers of one client take turns in line as with
+///   `RLock` (only the first asks the nodes); its readers do not queue, and ask side by side.
 /// - **Fencing tokens** come from the same counter for both sides: every hold, read or write,
 ///   gets a token greater than every hold granted before it, so a writer's token is greater
 ///   than those of every reader and writer before it.

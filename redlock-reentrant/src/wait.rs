@@ -273,7 +273,7 @@ impl Drop for WaitingWriter {
 /// Whether this owner's next acquisition of the lock asks for a new hold, and so takes its turn
 /// in the client's line: a nested one does not (its owner holds the lock already).
 fn needs_turn(inner: &Inner, target: &Target) -> bool {
-    !crate::acquire::holds_other_side(inner, target)
+    crate::acquire::takes_turns(target)
         && inner
             .holds
             .get(&target.hold)

@@ -421,12 +421,13 @@ impl Report<'_> {
             })
             .collect();
         format!(
-            "## Read-write lock
-
-             {} tasks of ours on one key for {:.1} s per run: all reading the read-write lock's              read side; all taking the reentrant lock (each pair exclusive, the tasks taking              turns); and one pair in ten writing the read-write lock, the rest reading.              \"x own keys\": readers on one lock against the same tasks each on a key of its              own (`parallel`), the ceiling of a lock that never waits. \"overlaps\": a writer              inside beside anyone else, seen by the tasks (must be 0).
-
-{}
-",
+            "## Read-write lock\n\n\
+             {} tasks of ours on one key for {:.1} s per run: all reading the read-write \
+             lock's read side; all taking the reentrant lock (each pair exclusive, the tasks \
+             taking turns); and one pair in ten writing the read-write lock, the rest reading. \
+             \"x own keys\": readers on one lock against the same tasks each on a key of its \
+             own (`parallel`), the ceiling of a lock that never waits. \"overlaps\": a writer \
+             inside beside anyone else, seen by the tasks (must be 0).\n\n{}\n",
             self.sizes.parallel_tasks,
             self.sizes.parallel_for.as_secs_f64(),
             table(
