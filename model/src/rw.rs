@@ -783,22 +783,22 @@ pub fn check_rw(config: &RwConfig, stop_at: Option<RwProperty>) -> RwReport {
 }
 
 /// The bounded scenarios the real scripts must pass, each with the clients one promise needs:
-/// a reader and a writer on three masters (exclusion across majorities; a crashed client only
-/// leaves entries that refuse more, so crashes are in the deep bound); two readers and a writer
-/// that waits, is refused and tries again (writers first, a per-master promise); two readers
-/// that renew, one of which stops or crashes (each reader's own expiry, per master).
+/// a reader and a writer on three masters, either of which may crash with its releases and
+/// withdrawals in flight (exclusion across majorities); two readers and a writer that waits, is
+/// refused and tries again (writers first, a per-master promise); two readers that renew, one of
+/// which stops or crashes (each reader's own expiry, per master).
 pub fn rw_scenarios(variant: RwVariant) -> Vec<RwConfig> {
     vec![
         RwConfig {
-            name: "rw: a reader and a writer on three masters",
+            name: "rw: a reader and a writer on three masters, crashes",
             masters: 3,
             roles: vec![Role::Reader, Role::Writer],
             lease: 3,
             heartbeat: 2,
-            max_time: 3,
+            max_time: 2,
             attempts: 1,
             renewals: 0,
-            crashes: false,
+            crashes: true,
             variant,
         },
         RwConfig {
@@ -834,7 +834,7 @@ pub fn rw_deep_scenarios() -> Vec<RwConfig> {
     let mut scenarios = rw_scenarios(RwVariant::Correct);
     scenarios[0].name = "rw: a reader and a writer on three masters, renewals and crashes";
     scenarios[0].renewals = 1;
-    scenarios[0].crashes = true;
+    scenarios[0].max_time = 3;
     scenarios[2].name = "rw: two renewed readers on three masters, one stops or crashes";
     scenarios[2].masters = 3;
     scenarios[2].max_time = 3;

@@ -58,19 +58,19 @@ async fn hold_and_run(
     // Exclusive runs take the write side, whose key is the reentrant lock's that earlier
     // versions took: old and new exclusive runs exclude each other.
     let sides = client.get_read_write_lock(args.name.as_str());
-    let lock = if args.shared {
-        sides.read_lock()
+    let (lock, other) = if args.shared {
+        (sides.read_lock(), sides.write_lock())
     } else {
-        sides.write_lock()
+        (sides.write_lock(), sides.read_lock())
     };
     let started = Instant::now();
     // Dropping the attempt on a signal leaves no lock and no waiter behind.
     let guard = tokio::select! {
-        guard = acquire(&lock, args, out) => guard?,
+        guard = acquire(&lock, &other, args, out) => guard?,
         signal = signals.next_ending() => return Err(Failure::Interrupted(signal as i32)),
     };
     let Some(guard) = guard else {
-        return Err(busy(&lock, args, out).await);
+        return Err(busy(&lock, &other, args, out).await);
     };
     let token = guard.fencing_token();
     out.info(&format!(
@@ -116,10 +116,16 @@ async fn hold_and_run(
 
 /// Takes the lock as the flags say: at once, within `--wait`, or whenever it frees. Says so
 /// when the wait is noticeable.
-async fn acquire(lock: &RLock, args: &RunArgs, out: &Reporter) -> Result<Option<LockGuard>, Error> {
+/// `other`: the other side of the read-write lock, whose holders keep this side busy too.
+async fn acquire(
+    lock: &RLock,
+    other: &RLock,
+    args: &RunArgs,
+    out: &Reporter,
+) -> Result<Option<LockGuard>, Error> {
     let attempt = async {
         match (args.no_wait, args.wait, args.lease) {
-            (true, _, lease) => without_waiting(lock, lease).await,
+            (true, _, lease) => without_waiting(lock, other, lease).await,
             (false, Some(wait), lease) => lock.try_acquire(wait, lease).await,
             (false, None, Some(lease)) => lock.acquire_with_lease(lease).await.map(Some),
             (false, None, None) => lock.acquire().await.map(Some),
@@ -157,11 +163,13 @@ const SPLIT_VOTE_PAUSE: Duration = Duration::from_millis(40);
 /// `--no-wait`: does not wait for a holder, but a split vote is no holder. Rival runs started at
 /// the same moment (the same crontab line on several hosts) can each get a minority of the
 /// masters, and every one of them would give up: the job would run nowhere. So the lock is busy
-/// only when a majority of the masters hold it for one owner; a split is retried after a short
-/// random pause (the rivals undo their partial grants at once) for at most
-/// [`SPLIT_VOTE_RETRIES_FOR`].
+/// only when a majority of the masters hold it for one owner, or the other side of the
+/// read-write lock is held on a majority (readers keep a writer out, a writer keeps readers out);
+/// a split is retried after a short random pause (the rivals undo their partial grants at once)
+/// for at most [`SPLIT_VOTE_RETRIES_FOR`].
 async fn without_waiting(
     lock: &RLock,
+    other: &RLock,
     lease: Option<Duration>,
 ) -> Result<Option<LockGuard>, Error> {
     // Counted from the first answer, so that a slow first attempt leaves the split its retries.
@@ -175,7 +183,8 @@ async fn without_waiting(
         let held = lock
             .status()
             .await
-            .is_ok_and(|status| status.held_by_one_owner);
+            .is_ok_and(|status| status.held_by_one_owner)
+            || other.status().await.is_ok_and(|status| status.locked);
         if held || Instant::now() >= until {
             return Ok(None);
         }
@@ -195,9 +204,13 @@ fn jitter(max: Duration) -> Duration {
 }
 
 /// The busy failure, described where it will be shown.
-async fn busy(lock: &RLock, args: &RunArgs, out: &Reporter) -> Failure {
+async fn busy(lock: &RLock, other: &RLock, args: &RunArgs, out: &Reporter) -> Failure {
+    // The side that keeps this run out: the other one when it is held.
     let status = if out.shows_notices() {
-        lock.status().await.ok()
+        match other.status().await {
+            Ok(status) if status.locked => Some(status),
+            _ => lock.status().await.ok(),
+        }
     } else {
         None
     };

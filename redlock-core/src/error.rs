@@ -195,6 +195,14 @@ pub enum InvalidArgument {
         /// The read-write lock's name.
         name: String,
     },
+    /// The owner holds the reentrant lock `name` and asks for the write side of the read-write
+    /// lock `name`, or the other way round: the two share one key on the nodes, and one owner
+    /// cannot hold both (each would take the other for a hold of its own).
+    #[error("invalid argument: the owner holds the other lock named `{name}` (a reentrant lock and a read-write lock's write side share their key)")]
+    LockKindClash {
+        /// The name both locks have.
+        name: String,
+    },
     /// A multi-lock with no member.
     #[error("invalid argument: a multi-lock needs at least one lock")]
     NoMembers,

@@ -22,8 +22,12 @@ use crate::lua::{AcquireReply, Applied, FENCE};
 /// What one attempt achieved.
 #[derive(Debug)]
 pub(crate) enum Outcome {
-    /// The lock is held (or held once more).
-    Acquired(Grant),
+    /// The lock is held (or held once more). `refused_somewhere`: some node refused the
+    /// attempt or did not answer (a writer that waits may be registered there).
+    Acquired {
+        grant: Grant,
+        refused_somewhere: bool,
+    },
     /// Another owner holds it on a majority, for up to `ttl` more: wait for its release.
     Held { ttl: Option<Duration> },
     /// No owner holds a majority: rivals split the votes, or nodes that did not answer leave
@@ -68,7 +72,7 @@ pub(crate) async fn attempt(
         .plan_acquire()
         .map_err(|reason| Error::lock_lost(&target.name, reason))?;
     if plan == AcquirePlan::New {
-        refuse_upgrade(inner, target)?;
+        refuse_clash(inner, target)?;
     }
     let (expected, generation) = match plan {
         AcquirePlan::New if turn.is_none() && takes_turns(target) => return Ok(Outcome::NeedsTurn),
@@ -219,7 +223,14 @@ pub(crate) async fn attempt(
                 Some(grant) => {
                     let count = guard.disarm().hold.state().count();
                     tracing::debug!(lock = %target.name, count, granted, "acquired");
-                    return Ok(Outcome::Acquired(grant));
+                    let refused_somewhere = fan.answered() < fan.nodes()
+                        || fan
+                            .values()
+                            .any(|reply| matches!(reply, AcquireReply::HeldBy { .. }));
+                    return Ok(Outcome::Acquired {
+                        grant,
+                        refused_somewhere,
+                    });
                 }
                 None => (false, Then::NestedLost),
             }
@@ -244,17 +255,25 @@ pub(crate) async fn attempt(
     }
 }
 
-/// A write acquisition by an owner that holds the read side of the same lock would wait for
-/// itself: refused at once (Redisson's `RReadWriteLock` deadlocks there). A hold of the read
-/// side that was lost and not unwound yet counts: its owner has to unlock it first.
-pub(crate) fn refuse_upgrade(inner: &Inner, target: &Target) -> Result<(), Error> {
-    if target.kind() == Kind::Write && holds_side(inner, target, Kind::Read) {
-        return Err(InvalidArgument::UpgradeWouldDeadlock {
-            name: target.name.to_string(),
+/// Refuses, before anything is sent or queued, what this owner's own holds make impossible: a
+/// write acquisition by an owner that holds the read side of the same lock would wait for
+/// itself (Redisson's `RReadWriteLock` deadlocks there; a hold of the read side that was lost
+/// and not unwound yet counts: its owner has to unlock it first); and the reentrant lock and a
+/// read-write lock's write side of one name share their key, which one owner cannot hold twice.
+pub(crate) fn refuse_clash(inner: &Inner, target: &Target) -> Result<(), Error> {
+    let name = || target.name.to_string();
+    match target.kind() {
+        Kind::Write if holds(inner, target, Kind::Read) => {
+            Err(InvalidArgument::UpgradeWouldDeadlock { name: name() }.into())
         }
-        .into());
+        Kind::Write if holds(inner, target, Kind::Reentrant) => {
+            Err(InvalidArgument::LockKindClash { name: name() }.into())
+        }
+        Kind::Reentrant if holds(inner, target, Kind::Write) => {
+            Err(InvalidArgument::LockKindClash { name: name() }.into())
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Whether a new hold of `target` takes a turn in the client's line for it. A reader does not:
@@ -265,19 +284,18 @@ pub(crate) fn takes_turns(target: &Target) -> bool {
     target.kind() != Kind::Read
 }
 
-/// Whether `target`'s owner holds the `side` of `target`'s read-write lock (live, or lost and
-/// not unwound).
-fn holds_side(inner: &Inner, target: &Target, side: Kind) -> bool {
-    let Some(rw) = &target.rw else {
-        return false;
-    };
-    let key = match side {
-        Kind::Read => &rw.readers,
-        Kind::Write | Kind::Reentrant => &rw.writer,
+/// Whether `target`'s owner holds a hold of kind `kind` of the lock `target` is of (live, or
+/// lost and not unwound): the read side beside a write side, or the reentrant lock and the write
+/// side that share a key.
+fn holds(inner: &Inner, target: &Target, kind: Kind) -> bool {
+    let key = match (kind, &target.rw) {
+        (Kind::Read, Some(rw)) => Arc::clone(&rw.readers),
+        (Kind::Read, None) => return false,
+        (Kind::Reentrant | Kind::Write, _) => Arc::clone(&target.hold.key),
     };
     let hold = HoldKey {
-        key: Arc::clone(key),
-        kind: side,
+        key,
+        kind,
         owner: target.hold.owner.clone(),
     };
     inner

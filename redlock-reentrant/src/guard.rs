@@ -78,6 +78,11 @@ impl LockGuard {
         self.lost.is_lost()
     }
 
+    /// Why the hold was lost, once it is (see [`LockGuard::is_lost`]).
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.lost.reason()
+    }
+
     /// A token cancelled when the hold is lost, for work that must stop with it.
     pub fn lost_token(&self) -> CancellationToken {
         self.lost.token()

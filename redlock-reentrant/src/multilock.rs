@@ -20,10 +20,11 @@ use crate::{LockGuard, RLock};
 /// - **Nothing left held**: when a member cannot be had (the wait ran out, an error, the future
 ///   dropped), the members already taken are released before it returns.
 /// - **The Redlock validity rule for a fixed lease**: members are taken one after another, so
-///   the first one's lease has run longest; if any member's validity ran out by the time the
-///   last was taken, all are released and the attempt fails (`false`, or
+///   the first one's lease has run longest; once any member's validity ran out before the last
+///   was taken, all are released and the attempt fails at once (`None`, or
 ///   [`Error::ValidityExhausted`] where there is no wait). With the watchdog's lease (no fixed
-///   one) each member is renewed.
+///   one) each member is renewed; a member taken away meanwhile fails the attempt with
+///   [`Error::LockLost`] naming it.
 /// - The guard's [`lost`](MultiGuard::lost) fires when any member's hold is lost.
 ///
 /// Redisson's `RedissonRedLock` (a majority of independent locks) is not here: every lock of
@@ -159,19 +160,23 @@ impl MultiLock {
                     return Err(err);
                 }
             }
-        }
-        if guards.iter().any(LockGuard::is_lost) {
-            // The first members' fixed lease ran out (or a hold was lost) while the last were
-            // taken: the set was never held together.
-            release_all(guards).await;
-            return match (wait, lease) {
-                (Some(_), _) => Ok(None),
-                (None, lease) => Err(Error::ValidityExhausted {
-                    name: self.members[0].name().to_owned(),
-                    elapsed: started.elapsed(),
-                    lease: lease.unwrap_or_default(),
-                }),
-            };
+            // A member lost before the last is taken (its fixed lease ran out while the set
+            // waited, or it was taken away): the set is never held together. Stop at once.
+            let lost = guards
+                .iter()
+                .find_map(|guard| Some((guard.lock().name().to_owned(), guard.lost_reason()?)));
+            if let Some((name, reason)) = lost {
+                release_all(guards).await;
+                return match (reason, wait) {
+                    (LostReason::LeaseExpired, Some(_)) => Ok(None),
+                    (LostReason::LeaseExpired, None) => Err(Error::ValidityExhausted {
+                        name,
+                        elapsed: started.elapsed(),
+                        lease: lease.unwrap_or_default(),
+                    }),
+                    (reason, _) => Err(Error::LockLost { name, reason }),
+                };
+            }
         }
         Ok(Some(MultiGuard { guards }))
     }

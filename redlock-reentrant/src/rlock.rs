@@ -188,12 +188,21 @@ impl RLock {
 
     /// Which lock this is, whatever its owner or side: its nodes and its key (both sides of a
     /// read-write lock are one lock). Two handles with the same identity are one lock.
+    ///
+    /// The nodes are taken in sorted order, so clients that list the same URLs in another order
+    /// agree; a node written two ways (a host name and its address) is two nodes here.
     pub(crate) fn identity(&self) -> String {
-        let mut identity = String::new();
-        for node in self.client.inner.redlock.nodes().iter() {
-            identity.push_str(&node.address().to_string());
-            identity.push(' ');
-        }
+        let mut nodes: Vec<String> = self
+            .client
+            .inner
+            .redlock
+            .nodes()
+            .iter()
+            .map(|node| node.address().to_string())
+            .collect();
+        nodes.sort();
+        let mut identity = nodes.join(" ");
+        identity.push(' ');
         identity.push_str(self.kind.lock_key(&self.key));
         identity
     }

@@ -58,7 +58,7 @@ async fn wait_for_grant(
     mode: LeaseMode,
 ) -> Result<Option<Grant>, Error> {
     // An upgrade is refused before this task queues behind anyone (it would wait for itself).
-    crate::acquire::refuse_upgrade(inner, target)?;
+    crate::acquire::refuse_clash(inner, target)?;
     // A wait too long to represent is no deadline at all.
     let deadline = wait.map(|wait| Instant::now().checked_add(wait));
     let left = || match deadline {
@@ -129,9 +129,21 @@ async fn wait_for_grant(
         let since = previous_start.replace(started).unwrap_or(started);
         let resumable = interrupted_pause.take();
         let waits = left().is_none_or(|left| !left.is_zero());
-        registered.sent(waits);
-        let (fallback, rechecking) = match attempt(inner, target, mode, &mut ticket, waits).await {
-            Ok(Outcome::Acquired(grant)) => {
+        registered.sending(waits);
+        let outcome = attempt(inner, target, mode, &mut ticket, waits).await;
+        registered.answered(
+            waits,
+            match &outcome {
+                Ok(Outcome::Acquired {
+                    refused_somewhere, ..
+                }) => *refused_somewhere,
+                Ok(Outcome::Held { .. } | Outcome::Contended) => true,
+                Err(err) => err.is_retryable(),
+                Ok(Outcome::Expired | Outcome::NeedsTurn) => false,
+            },
+        );
+        let (fallback, rechecking) = match outcome {
+            Ok(Outcome::Acquired { grant, .. }) => {
                 registered.granted();
                 return Ok(Some(grant));
             }
@@ -227,6 +239,8 @@ struct WaitingWriter {
     /// What the withdrawal needs, for a write side only; and its heartbeat.
     target: Option<(Arc<Inner>, Target, Duration)>,
     registered: bool,
+    /// An attempt that would wait is out: dropped now, it may have registered anywhere.
+    in_flight: bool,
     granted: bool,
 }
 
@@ -236,13 +250,21 @@ impl WaitingWriter {
         Self {
             target: write.then(|| (Arc::clone(inner), target.clone(), inner.writer_heartbeat())),
             registered: false,
+            in_flight: false,
             granted: false,
         }
     }
 
-    /// An attempt is sent; one that will wait may register.
-    fn sent(&mut self, waits: bool) {
-        self.registered |= waits && self.target.is_some();
+    /// An attempt is about to be sent.
+    fn sending(&mut self, waits: bool) {
+        self.in_flight = waits && self.target.is_some();
+    }
+
+    /// An attempt answered: one that would wait may have registered where it was refused (or
+    /// not answered).
+    fn answered(&mut self, waits: bool, refused_somewhere: bool) {
+        self.in_flight = false;
+        self.registered |= waits && refused_somewhere && self.target.is_some();
     }
 
     /// The lock was granted.
@@ -264,7 +286,9 @@ impl WaitingWriter {
 
 impl Drop for WaitingWriter {
     fn drop(&mut self) {
-        if let (true, Some((inner, target, _))) = (self.registered, self.target.take()) {
+        if let (true, Some((inner, target, _))) =
+            (self.registered || self.in_flight, self.target.take())
+        {
             crate::unlock::withdraw_writer(&inner, &target, !self.granted);
         }
     }

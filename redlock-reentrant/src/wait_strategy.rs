@@ -10,7 +10,8 @@ use redlock_core::{Backoff, InvalidArgument, RetryPolicy};
 ///
 /// Either way every wait is bounded by what the nodes report (the holder's lease), so a lost
 /// message or a slow spin costs latency, never liveness; and either way the tasks of one client
-/// that wait for the same lock take turns, so only one of them asks the nodes.
+/// that wait for the same exclusive lock take turns, so only one of them asks the nodes (a
+/// read-write lock's readers do not: each waiting reader asks, since all of them get in).
 ///
 /// # Examples
 ///

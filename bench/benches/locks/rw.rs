@@ -114,10 +114,13 @@ async fn one_run(spec: Spec, client: &LockClient, sizes: &Sizes, run: usize, mix
                         })
                         .await?;
                         let before = inside.fetch_add(weight, Ordering::SeqCst);
+                        // Inside for a moment others can see: another task may run here.
+                        tokio::task::yield_now().await;
+                        let during = inside.load(Ordering::SeqCst) - weight;
                         let overlap = if weight == WRITER {
-                            before != 0
+                            before != 0 || during != 0
                         } else {
-                            before >= WRITER
+                            before >= WRITER || during >= WRITER
                         };
                         inside.fetch_sub(weight, Ordering::SeqCst);
                         within(limit, async {

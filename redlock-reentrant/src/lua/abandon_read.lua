@@ -1,15 +1,13 @@
 -- Give up read holds of many locks at once (client shutdown, a lost hold's leftovers), after
--- lua/rw_common.lua and lua/announce.lua; the last live reader's departure is announced.
+-- lua/rw_common.lua and lua/announce.lua; the last reader's departure is announced.
 -- KEYS and ARGV as lua/abandon.lua: KEYS[i] a readers hash; ARGV[1] the release message;
 -- ARGV[2i] the hold's field in KEYS[i]; ARGV[2i + 1] the channel of KEYS[i].
 -- Returns how many of the read holds were this process's and were removed.
-local now = now_ms()
 local released = 0
 for i, key in ipairs(KEYS) do
     local owner, channel = ARGV[2 * i], ARGV[2 * i + 1]
     if not not_readers(key) and redis.call('hexists', key, owner) == 1 then
-        redis.call('hdel', key, owner)
-        if live_readers(key, now, '') == 0 then
+        if drop_reader(key, owner) then
             announce(channel, ARGV[1])
         end
         released = released + 1

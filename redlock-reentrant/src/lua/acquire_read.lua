@@ -1,5 +1,6 @@
 -- Take or re-enter a read-write lock's read side on one node (after lua/rw_common.lua and the
--- fencing preludes). Mirrored by the model checker's read-write master (model/src/rw.rs).
+-- fencing preludes), in constant time however many read. Mirrored by the model checker's
+-- read-write master (model/src/rw.rs).
 -- KEYS[1]: the readers hash (see lua/rw_common.lua). KEYS[2]: the node's fencing counter.
 -- KEYS[3]: the writer's hash. KEYS[4]: the waiting writers.
 -- ARGV as lua/acquire.lua: [1] the hold's field, [2] the lease in milliseconds, [3] the hold
@@ -18,7 +19,7 @@ end
 local now = now_ms()
 local lease = tonumber(ARGV[2])
 local expected = tonumber(ARGV[3])
-local _, latest, count, deadline = live_readers(KEYS[1], now, ARGV[1])
+local count, deadline = reader_entry(KEYS[1], ARGV[1], now)
 if expected > 0 then
     if count ~= expected then
         return {3, count, ''}
@@ -31,17 +32,18 @@ end
 if count > 0 then
     return {3, count, ''} -- a second copy of this new hold's request: counted once
 end
--- This owner's other read holds here: an earlier one (given up) is taken over; a later one
--- means this is a late request of an earlier hold, refused like any other holder's.
+-- This owner's latest read hold here, by its index: an earlier one (given up) is taken over; a
+-- later one means this is a late request of an earlier hold, refused like any other holder's.
+local index = '@' .. ARGV[5]
 local this = tonumber(string.sub(ARGV[1], #ARGV[5] + 1))
-for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
-    if string.sub(field, 1, #ARGV[5]) == ARGV[5] then
-        local other = tonumber(string.sub(field, #ARGV[5] + 1))
-        if other and this and other < this then
-            redis.call('hdel', KEYS[1], field)
-        else
-            return {0, math.max(1, latest - now), field}
-        end
+local latest = tonumber(redis.call('hget', KEYS[1], index) or '')
+if latest and this then
+    local later = ARGV[5] .. latest
+    if latest > this then
+        local _, until_ms = reader_entry(KEYS[1], later, now)
+        return {0, math.max(1, until_ms - now), later}
+    elseif latest < this then
+        redis.call('hdel', KEYS[1], later)
     end
 end
 local writer = redis.call('hkeys', KEYS[3])[1]
@@ -54,6 +56,6 @@ if not writer then
         return {0, math.max(1, left), 'writer-waiting'}
     end
 end
-redis.call('hset', KEYS[1], ARGV[1], reader_value(1, now + lease))
+redis.call('hset', KEYS[1], KIND_FIELD, KIND, ARGV[1], reader_value(1, now + lease), index, this)
 keep_readers_until(KEYS[1], now, now + lease)
 return {1, fencing_candidate(), ''}

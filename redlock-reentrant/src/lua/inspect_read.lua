@@ -14,13 +14,17 @@ local live, latest, count = live_readers(KEYS[1], now, ARGV[1])
 if live == 0 then
     return {0, 0, -2, 0, counter, ''}
 end
-local largest = 0
+local largest, only = 0, ''
 local entries = redis.call('hgetall', KEYS[1])
-for i = 2, #entries, 2 do
-    largest = math.max(largest, parse_reader(entries[i]) or 0)
+for i = 1, #entries, 2 do
+    local first = string.sub(entries[i], 1, 1)
+    if first ~= '~' and first ~= '@' then
+        largest = math.max(largest, parse_reader(entries[i + 1]) or 0)
+        only = entries[i]
+    end
 end
 local digest = ''
 if live == 1 then
-    digest = redis.sha1hex(entries[1])
+    digest = redis.sha1hex(only)
 end
 return {1, count, latest - now, largest, counter, digest}

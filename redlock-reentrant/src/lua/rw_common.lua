@@ -1,10 +1,18 @@
 -- Prepended to every script of a read-write lock that reads its readers.
--- The readers hash: field = a read hold (its owner and generation), value = '<count> <deadline>'
--- (the hold count, and when the reader's lease ends, in milliseconds of the server's clock).
+-- The readers hash:
+--   field = a read hold (its owner and generation), value = '<count> <deadline>' (the hold
+--   count, and when the reader's lease ends, in milliseconds of the server's clock);
+--   '@' .. owner prefix = the generation of that owner's latest read hold here (its index);
+--   '~' = 'readers', the hash's kind, so that another lock's hash under the same key is
+--   refused at a glance (a reentrant lock named `{name}:read`).
 -- Every reader has its own deadline: a crashed reader frees the lock within its own lease,
 -- whatever other readers keep doing, and the hash's expiry is only a bound (at least the latest
--- deadline), never what keeps a reader.
+-- deadline), never what keeps a reader. A reader's own requests touch its own fields only (in
+-- constant time, however many read); the writer's path looks at every reader and purges the
+-- ones whose deadline passed.
 -- Mirrored by the model checker's read-write master (model/src/rw.rs): change both.
+
+local KIND_FIELD, KIND = '~', 'readers'
 
 -- The server's clock, in milliseconds.
 local function now_ms()
@@ -22,9 +30,14 @@ local function reader_value(count, deadline)
     return string.format('%d %.0f', count, deadline)
 end
 
+-- A read hold's field, split: its owner's prefix (`{owner}:`) and its generation.
+local function split_field(field)
+    local prefix, generation = string.match(field, '^(.*:)(%d+)$')
+    return prefix, generation
+end
+
 -- Why `key` cannot be a readers hash (an error reply), or nil: a key of another type, a hash
--- without an expiry, or a hash whose values are not readers' entries (another lock's hash that
--- shares the key: a reentrant lock named `{name}:read`). Never deleted or changed: refused.
+-- without an expiry, or another lock's hash. Never deleted or changed: refused.
 local function not_readers(key)
     local kind = redis.call('type', key)['ok']
     if kind == 'none' then
@@ -36,10 +49,8 @@ local function not_readers(key)
     if redis.call('pttl', key) < 0 then
         return redis.error_reply('WRONGTYPE lock key holds a hash with no expiry')
     end
-    for _, value in ipairs(redis.call('hvals', key)) do
-        if not parse_reader(value) then
-            return redis.error_reply('WRONGTYPE lock key holds a hash of another lock kind')
-        end
+    if redis.call('hget', key, KIND_FIELD) ~= KIND then
+        return redis.error_reply('WRONGTYPE lock key holds a hash of another lock kind')
     end
     return nil
 end
@@ -68,29 +79,71 @@ local function not_waiting(key)
     return nil
 end
 
--- Drops the readers whose deadline passed (deleting the hash when none is left). Returns how
--- many are live, the latest deadline (0 with none), and `field`'s entry when it is live (its
--- count, 0 when it is not there, and its deadline). Call `not_readers` first: every value is
--- then a reader's entry.
+-- Removes the read hold `field` (and its owner's index, if it names this hold). Returns
+-- whether no reader's entry is left, and then deletes the hash: the last reader left.
+local function drop_reader(key, field)
+    redis.call('hdel', key, field)
+    local prefix, generation = split_field(field)
+    if prefix and redis.call('hget', key, '@' .. prefix) == generation then
+        redis.call('hdel', key, '@' .. prefix)
+    end
+    -- What is left besides the kind: readers (live or not purged yet) and their owners' indexes.
+    if redis.call('hlen', key) <= 1 then
+        redis.call('del', key)
+        return true
+    end
+    return false
+end
+
+-- `field`'s entry when it is live: its count and deadline (0, 0 when it is not there); an
+-- entry whose deadline passed is dropped.
+local function reader_entry(key, field, now)
+    local value = redis.call('hget', key, field)
+    if not value then
+        return 0, 0
+    end
+    local count, deadline = parse_reader(value)
+    if count and deadline > now then
+        return count, deadline
+    end
+    drop_reader(key, field)
+    return 0, 0
+end
+
+-- Every reader (the writer's path and inspection): drops the readers whose deadline passed
+-- (deleting the hash when none is left), and returns how many are live, the latest deadline
+-- (0 with none), and `field`'s entry when it is live (its count, 0 when it is not there).
+-- Call `not_readers` first.
 local function live_readers(key, now, field)
     local entries = redis.call('hgetall', key)
-    local live, latest, count, deadline = 0, 0, 0, 0
+    local live, latest, count = 0, 0, 0
+    local expired = {}
     for i = 1, #entries, 2 do
-        local n, until_ms = parse_reader(entries[i + 1])
-        if n and until_ms > now then
-            live = live + 1
-            latest = math.max(latest, until_ms)
-            if entries[i] == field then
-                count, deadline = n, until_ms
+        local name = entries[i]
+        local first = string.sub(name, 1, 1)
+        if first ~= '~' and first ~= '@' then
+            local n, until_ms = parse_reader(entries[i + 1])
+            if n and until_ms > now then
+                live = live + 1
+                latest = math.max(latest, until_ms)
+                if name == field then
+                    count = n
+                end
+            else
+                expired[#expired + 1] = name
             end
-        else
-            redis.call('hdel', key, entries[i])
         end
     end
-    if live == 0 and #entries > 0 then
-        redis.call('del', key)
+    if live == 0 then
+        if #entries > 0 then
+            redis.call('del', key)
+        end
+    else
+        for _, name in ipairs(expired) do
+            drop_reader(key, name)
+        end
     end
-    return live, latest, count, deadline
+    return live, latest, count
 end
 
 -- Keeps the readers hash at least until `deadline` (never shortens it).

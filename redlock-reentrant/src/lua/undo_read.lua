@@ -7,17 +7,13 @@ if not_readers(KEYS[1]) then
     return 0
 end
 local now = now_ms()
-local live, _, count, deadline = live_readers(KEYS[1], now, ARGV[1])
+local count, deadline = reader_entry(KEYS[1], ARGV[1], now)
 if count == 0 or count ~= tonumber(ARGV[2]) then
     return 0
 end
 if count == 1 then
-    redis.call('hdel', KEYS[1], ARGV[1])
-    if live == 1 then
-        redis.call('del', KEYS[1])
-        if ARGV[3] ~= '' then
-            announce(ARGV[3], ARGV[4])
-        end
+    if drop_reader(KEYS[1], ARGV[1]) and ARGV[3] ~= '' then
+        announce(ARGV[3], ARGV[4])
     end
 else
     redis.call('hset', KEYS[1], ARGV[1], reader_value(count - 1, deadline))

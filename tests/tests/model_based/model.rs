@@ -106,6 +106,10 @@ pub(crate) struct Hold {
     /// The longest lease any acquisition of the hold asked for.
     longest_lease: Duration,
     pub(crate) lost: Option<LostReason>,
+    /// Which owner of its actor: 0 for the actor's current owner, the number of the client drop
+    /// that abandoned it otherwise (the holds one owner had when its client was dropped share
+    /// it: a writer's read hold beside its write hold is no conflict).
+    owner_epoch: u64,
 }
 
 impl Hold {
@@ -168,6 +172,8 @@ pub(crate) struct Model {
     /// fires, by the deadline the hold had.
     abandoned: Vec<(usize, usize, Hold)>,
     pub(crate) notes: Vec<String>,
+    /// Clients dropped so far (see [`Hold::owner_epoch`]).
+    drops: u64,
 }
 
 impl Model {
@@ -188,6 +194,7 @@ impl Model {
             watchdog,
             abandoned: Vec::new(),
             notes: Vec::new(),
+            drops: 0,
         }
     }
 
@@ -332,9 +339,11 @@ impl Model {
     /// The client was dropped without `shutdown()`: its actors' holds are abandoned (their
     /// signals kept), and its actors are new owners of a new client from now on.
     pub(crate) fn client_dropped(&mut self, client: usize) {
+        self.drops += 1;
         for actor in (0..ACTORS).filter(|a| CLIENT_OF[*a] == client) {
             for lock in 0..LOCKS {
-                let hold = std::mem::take(&mut self.holds[actor][lock]);
+                let mut hold = std::mem::take(&mut self.holds[actor][lock]);
+                hold.owner_epoch = self.drops;
                 if hold.count == 0 {
                     continue;
                 }
@@ -979,24 +988,22 @@ impl Model {
 
     /// Never two owners believing at once in locks that conflict (readers together are fine).
     pub(crate) fn check_exclusion(&self) -> Result<(), String> {
-        let believing: Vec<(usize, usize)> = (0..LOCKS)
+        // Each belief with its owner: the actor, and which of its owners (an abandoned hold's
+        // actor is another owner now).
+        let believing: Vec<(usize, u64, usize)> = (0..LOCKS)
             .flat_map(|lock| {
                 (0..ACTORS)
                     .filter(move |actor| self.holds[*actor][lock].believes())
-                    .map(move |actor| (actor, lock))
+                    .map(move |actor| (actor, 0, lock))
                     .chain(
                         self.abandoned_believers(lock)
-                            .map(move |(actor, _)| (actor, lock)),
+                            .map(move |(actor, hold)| (actor, hold.owner_epoch, lock)),
                     )
             })
             .collect();
-        for (i, (a, lock_a)) in believing.iter().enumerate() {
-            for (b, lock_b) in &believing[i + 1..] {
-                // An abandoned hold's actor is another owner now: compare as two owners.
-                let same_owner = a == b
-                    && self.holds[*a][*lock_a].believes()
-                    && self.holds[*b][*lock_b].believes();
-                if conflicts(*lock_a, *lock_b) && !same_owner {
+        for (i, (a, epoch_a, lock_a)) in believing.iter().enumerate() {
+            for (b, epoch_b, lock_b) in &believing[i + 1..] {
+                if conflicts(*lock_a, *lock_b) && (a, epoch_a) != (b, epoch_b) {
                     return Err(format!(
                         "a{a} l{lock_a} and a{b} l{lock_b} both believe they hold conflicting locks"
                     ));

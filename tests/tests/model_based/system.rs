@@ -540,14 +540,15 @@ impl System {
         }
     }
 
-    /// A multi-lock that did not hand its members out may have taken all but the last, as new
-    /// holds of the client (`fencing_stats`), and released them: the model counts what the
-    /// client says, if it is within that.
+    /// A multi-lock that did not hand its members out may have taken any of them, as new holds
+    /// of the client (`fencing_stats`), and released them (all of them, when one was lost
+    /// before the set was handed out): the model counts what the client says, if it is within
+    /// that.
     fn absorb_released_members(&mut self, actor: usize, members: usize) -> Result<(), String> {
         let client = CLIENT_OF[actor];
         let said = self.clients[client].fencing_stats().new_holds;
         let counted = self.model.new_holds[client];
-        if said < counted || said > counted + members as u64 - 1 {
+        if said < counted || said > counted + members as u64 {
             return Err(format!(
                 "client {client}: {said} new holds after a multi-lock that handed out none; the model counted {counted} before it"
             ));

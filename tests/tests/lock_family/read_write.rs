@@ -238,6 +238,63 @@ async fn an_owner_never_queues_behind_a_task_of_its_client_that_waits_for_it() {
         .expect("unlock");
 }
 
+/// The reentrant lock `n` and the write side of the read-write lock `n` share their key: two
+/// owners exclude each other through it, and one owner asking for both gets a typed error at
+/// once (not a wait for itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reentrant_lock_of_a_name_and_its_write_side_exclude_each_other() {
+    let cluster = RedisCluster::start(3);
+    let alice = client(&cluster, WATCHDOG).await;
+    let bob = client(&cluster, WATCHDOG).await;
+    let plain = alice.get_lock("cfg");
+    plain.lock().await.expect("the reentrant lock");
+    let clash = tokio::time::timeout(
+        PATIENCE,
+        alice.get_read_write_lock("cfg").write_lock().lock(),
+    )
+    .await
+    .expect("at once");
+    assert!(
+        matches!(
+            clash,
+            Err(Error::InvalidArgument(
+                InvalidArgument::LockKindClash { .. }
+            ))
+        ),
+        "{clash:?}"
+    );
+    let bobs = bob.get_read_write_lock("cfg");
+    assert!(
+        !takes(&bobs.write_lock()).await,
+        "another owner's writer waits"
+    );
+    assert!(!takes(&bobs.read_lock()).await, "and so does a reader");
+    plain.unlock().await.expect("unlock");
+    let writing = alice
+        .get_read_write_lock("cfg")
+        .write_lock()
+        .acquire()
+        .await
+        .expect("write");
+    let clash = tokio::time::timeout(PATIENCE, alice.get_lock("cfg").lock())
+        .await
+        .expect("at once");
+    assert!(
+        matches!(
+            clash,
+            Err(Error::InvalidArgument(
+                InvalidArgument::LockKindClash { .. }
+            ))
+        ),
+        "{clash:?}"
+    );
+    assert!(
+        !takes(&bob.get_lock("cfg")).await,
+        "the writer keeps the reentrant lock out"
+    );
+    writing.unlock().await.expect("unlock");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reentrant_lock_sharing_a_key_with_a_side_is_a_wrong_type_never_a_second_holder() {
     let cluster = RedisCluster::start(1);
@@ -326,8 +383,9 @@ async fn a_killed_reader_frees_the_lock_within_its_own_lease_whatever_other_read
     rounds_pass(bob.watchdog(), 5).await;
     assert!(!writer.is_finished(), "bob still reads");
     bob_reads.unlock().await.expect("bob stops reading");
-    // The killed reader's entry ran out on its own: bob's release was the last live reader's,
-    // and it deleted the readers hash on the majority that answered it.
+    // The killed reader's entry ran out on its own (the waiting writer's looks purged it): bob's
+    // release was the last reader's, and it deleted the readers hash on the majority that
+    // answered it. Renewals that kept every reader would have kept the dead one.
     let readers = key(&bob, name, "read");
     assert!(
         cluster.nodes_with(&readers).len() < 2,

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use redlock_reentrant::{Error, InvalidArgument, LockClient, WaitStrategy};
-use redlock_testkit::{eventually_async, RedisCluster};
+use redlock_testkit::{eventually_async, Monitor, RedisCluster};
 use redlock_tests::{client, WATCHDOG};
 
 /// Long enough for anything that is awaited to happen on a busy machine.
@@ -26,40 +26,59 @@ async fn spinning_client(cluster: &RedisCluster) -> LockClient {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_spinning_waiter_subscribes_to_nothing_and_gets_the_lock_after_the_release() {
+async fn a_spinning_waiter_subscribes_to_nothing_and_gets_the_lock_soon_after_the_release() {
     let cluster = RedisCluster::start(3);
-    let holder = client(&cluster, WATCHDOG).await;
+    // The holder's lease outlasts the test's patience: a waiter that looked again only when
+    // the lease ran out would fail; a spinning one looks again within its longest pause.
+    let holder = client(&cluster, Duration::from_secs(90)).await;
     let waiter = spinning_client(&cluster).await;
 
     let guard = holder.get_lock("spin").acquire().await.expect("hold");
-    let rw = holder.get_read_write_lock("spin-rw");
-    let writing = rw.write_lock().acquire().await.expect("write");
-
-    let waiting = tokio::spawn({
+    let writing = holder
+        .get_read_write_lock("spin-rw")
+        .write_lock()
+        .acquire()
+        .await
+        .expect("write");
+    let monitor = Monitor::start(cluster.node(0).port()).expect("MONITOR");
+    let looks = |key: &str| {
+        monitor
+            .lines()
+            .iter()
+            .filter(|line| line.contains("EVAL") && line.contains(key))
+            .count()
+    };
+    let plain = tokio::spawn({
         let lock = waiter.get_lock("spin");
-        let read = waiter.get_read_write_lock("spin-rw").read_lock();
-        async move {
-            lock.lock().await.expect("lock");
-            read.lock().await.expect("read");
-            (lock, read)
-        }
+        async move { lock.acquire().await.expect("lock").unlock().await }
     });
-    // A window, not a bound: a waiting pub/sub waiter subscribes within its first attempt; a
-    // spinning one never does.
-    let subscribed = eventually_async(WATCHDOG / 3, || waiter.watched_channels() > 0).await;
-    assert!(!subscribed, "a spinning waiter subscribed");
-    assert!(!waiting.is_finished(), "the holder still holds");
+    let read = tokio::spawn({
+        let read = waiter.get_read_write_lock("spin-rw").read_lock();
+        async move { read.acquire().await.expect("read").unlock().await }
+    });
+    // Both waiters are spinning: each has looked again and again, and subscribed to nothing.
+    assert!(
+        eventually_async(PATIENCE, || looks("redlock:spin\"") >= 3
+            && looks("spin-rw:read") >= 3)
+        .await,
+        "the waiters look again"
+    );
+    assert_eq!(waiter.watched_channels(), 0, "a spinning waiter subscribed");
+    assert!(
+        !plain.is_finished() && !read.is_finished(),
+        "the holder still holds"
+    );
 
     guard.unlock().await.expect("unlock");
     writing.unlock().await.expect("unlock");
-    let (lock, read) = tokio::time::timeout(PATIENCE, waiting)
-        .await
-        .expect("the spinning waiter gets both locks")
-        .expect("task");
+    for task in [plain, read] {
+        tokio::time::timeout(PATIENCE, task)
+            .await
+            .expect("the spinning waiters get the locks")
+            .expect("task")
+            .expect("unlock");
+    }
     assert_eq!(waiter.watched_channels(), 0);
-    // The task that took them is gone; its holds are released by force here.
-    assert!(lock.force_unlock().await.expect("force"));
-    assert!(read.force_unlock().await.expect("force"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
