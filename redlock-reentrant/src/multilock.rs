@@ -20,11 +20,10 @@ use crate::{LockGuard, RLock};
 /// - **Nothing left held**: when a member cannot be had (the wait ran out, an error, the future
 ///   dropped), the members already taken are released before it returns.
 /// - **The Redlock validity rule for a fixed lease**: members are taken one after another, so
-///   the first one's lease has run longest; once any member's validity ran out before the last
-///   was taken, all are released and the attempt fails at once (`None`, or
-///   [`Error::ValidityExhausted`] where there is no wait). With the watchdog's lease (no fixed
-///   one) each member is renewed; a member taken away meanwhile fails the attempt with
-///   [`Error::LockLost`] naming it.
+///   the first one's lease has run longest; the moment any member's validity runs out before
+///   the last is taken (even while a later one is still waited for), all are released and the
+///   attempt answers `None`. With the watchdog's lease (no fixed one) each member is renewed; a
+///   member taken away meanwhile fails the attempt at once with [`Error::LockLost`] naming it.
 /// - The guard's [`lost`](MultiGuard::lost) fires when any member's hold is lost.
 ///
 /// Redisson's `RedissonRedLock` (a majority of independent locks) is not here: every lock of
@@ -149,7 +148,32 @@ impl MultiLock {
                 // A wait too long to represent, or none at all.
                 _ => Duration::MAX,
             };
-            match member.try_acquire(left, lease).await {
+            // A member taken earlier may be lost while this one is waited for (its fixed lease
+            // ran out, or it was taken away): the set can never be held together then, so the
+            // wait ends at once.
+            let losses: Vec<_> = guards
+                .iter()
+                .map(|guard: &LockGuard| {
+                    let name = guard.lock().name().to_owned();
+                    let lost = guard.lost();
+                    Box::pin(async move { (name, lost.await) })
+                })
+                .collect();
+            let earlier_lost = async move {
+                if losses.is_empty() {
+                    std::future::pending().await
+                } else {
+                    select_all(losses).await.0
+                }
+            };
+            let taken = tokio::select! {
+                taken = member.try_acquire(left, lease) => taken,
+                (name, reason) = earlier_lost => {
+                    release_all(guards).await;
+                    return lost_before_complete(name, reason);
+                }
+            };
+            match taken {
                 Ok(Some(guard)) => guards.push(guard),
                 Ok(None) => {
                     release_all(guards).await;
@@ -160,25 +184,25 @@ impl MultiLock {
                     return Err(err);
                 }
             }
-            // A member lost before the last is taken (its fixed lease ran out while the set
-            // waited, or it was taken away): the set is never held together. Stop at once.
-            let lost = guards
+            if let Some((name, reason)) = guards
                 .iter()
-                .find_map(|guard| Some((guard.lock().name().to_owned(), guard.lost_reason()?)));
-            if let Some((name, reason)) = lost {
+                .find_map(|guard| Some((guard.lock().name().to_owned(), guard.lost_reason()?)))
+            {
                 release_all(guards).await;
-                return match (reason, wait) {
-                    (LostReason::LeaseExpired, Some(_)) => Ok(None),
-                    (LostReason::LeaseExpired, None) => Err(Error::ValidityExhausted {
-                        name,
-                        elapsed: started.elapsed(),
-                        lease: lease.unwrap_or_default(),
-                    }),
-                    (reason, _) => Err(Error::LockLost { name, reason }),
-                };
+                return lost_before_complete(name, reason);
             }
         }
         Ok(Some(MultiGuard { guards }))
+    }
+}
+
+/// What an attempt answers when member `name` was lost (for `reason`) before the set was
+/// complete: a fixed lease that ran out is the validity rule (`None`: not taken in time); any
+/// other loss is that member's.
+fn lost_before_complete(name: String, reason: LostReason) -> Result<Option<MultiGuard>, Error> {
+    match reason {
+        LostReason::LeaseExpired => Ok(None),
+        reason => Err(Error::LockLost { name, reason }),
     }
 }
 

@@ -36,14 +36,17 @@ end
 -- later one means this is a late request of an earlier hold, refused like any other holder's.
 local index = '@' .. ARGV[5]
 local this = tonumber(string.sub(ARGV[1], #ARGV[5] + 1))
-local latest = tonumber(redis.call('hget', KEYS[1], index) or '')
+-- Kept as the text it was written as: the field is rebuilt from it exactly.
+local latest_text = redis.call('hget', KEYS[1], index)
+local latest = tonumber(latest_text or '')
 if latest and this then
-    local later = ARGV[5] .. latest
+    local other = ARGV[5] .. latest_text
     if latest > this then
-        local _, until_ms = reader_entry(KEYS[1], later, now)
-        return {0, math.max(1, until_ms - now), later}
+        local _, until_ms = reader_entry(KEYS[1], other, now)
+        return {0, math.max(1, until_ms - now), other}
     elseif latest < this then
-        redis.call('hdel', KEYS[1], later)
+        -- The entry and its index go together, and the hash with them if nothing else is left.
+        drop_reader(KEYS[1], other)
     end
 end
 local writer = redis.call('hkeys', KEYS[3])[1]

@@ -380,7 +380,9 @@ async fn a_killed_reader_frees_the_lock_within_its_own_lease_whatever_other_read
     zombie.kill();
     // Bob's reader is renewed for longer than the killed reader's lease: the two readers'
     // deadlines are their own, so bob's renewals keep only bob.
-    rounds_pass(bob.watchdog(), 5).await;
+    // Eight rounds (8 s): the dead reader's lease (3 s) runs out well before bob lets go, and
+    // the waiting writer looks again every third of a second meanwhile.
+    rounds_pass(bob.watchdog(), 8).await;
     assert!(!writer.is_finished(), "bob still reads");
     bob_reads.unlock().await.expect("bob stops reading");
     // The killed reader's entry ran out on its own (the waiting writer's looks purged it): bob's
