@@ -88,8 +88,11 @@ impl LockClient {
 
     /// The read-write lock `name`: many readers at once, or one writer (see
     /// [`RReadWriteLock`]). The writer's hash is the reentrant lock `name`'s (the key prefix
-    /// plus the name: that lock excludes writers, not readers); the readers and the waiting
-    /// writers are kept beside it, in `:read` and `:write-waiting`. Nothing is sent yet.
+    /// plus the name): held, that lock keeps writers and new readers out as a writer would,
+    /// but it is granted beside readers, whom it does not look at; one owner cannot hold both
+    /// ([`InvalidArgument::LockKindClash`](crate::InvalidArgument::LockKindClash)). The readers
+    /// and the waiting writers are kept beside it, in `:read` and `:write-waiting`. Nothing is
+    /// sent yet.
     ///
     /// # Examples
     ///
