@@ -36,36 +36,33 @@ local function split_field(field)
     return prefix, generation
 end
 
--- Why `key` cannot be a readers hash (an error reply), or nil: a key of another type, a hash
--- without an expiry, or another lock's hash. Never deleted or changed: refused.
-local function not_readers(key)
-    local kind = redis.call('type', key)['ok']
-    if kind == 'none' then
-        return nil
-    end
-    if kind ~= 'hash' then
-        return redis.error_reply('WRONGTYPE lock key holds a ' .. kind .. ' value')
-    end
-    if redis.call('pttl', key) < 0 then
-        return redis.error_reply('WRONGTYPE lock key holds a hash with no expiry')
-    end
-    if redis.call('hget', key, KIND_FIELD) ~= KIND then
-        return redis.error_reply('WRONGTYPE lock key holds a hash of another lock kind')
-    end
-    return nil
-end
-
--- Why `key` cannot be a writer's hash (an error reply), or nil.
+-- Why `key` cannot be a lock's hash (an error reply), or nil: a key of another type, or a hash
+-- without an expiry (never one of ours). The writer's hash is checked so. Second: whether the
+-- key exists.
 local function not_writer(key)
     local kind = redis.call('type', key)['ok']
     if kind == 'none' then
-        return nil
+        return nil, false
     end
     if kind ~= 'hash' then
         return redis.error_reply('WRONGTYPE lock key holds a ' .. kind .. ' value')
     end
     if redis.call('pttl', key) < 0 then
         return redis.error_reply('WRONGTYPE lock key holds a hash with no expiry')
+    end
+    return nil, true
+end
+
+-- Why `key` cannot be a readers hash (an error reply), or nil: as `not_writer`, and another
+-- lock's hash (a reentrant lock named `{name}:read`) is refused at a glance by the kind marker.
+-- Never deleted or changed: refused.
+local function not_readers(key)
+    local wrong, exists = not_writer(key)
+    if wrong then
+        return wrong
+    end
+    if exists and redis.call('hget', key, KIND_FIELD) ~= KIND then
+        return redis.error_reply('WRONGTYPE lock key holds a hash of another lock kind')
     end
     return nil
 end

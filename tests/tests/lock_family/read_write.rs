@@ -238,6 +238,18 @@ async fn an_owner_never_queues_behind_a_task_of_its_client_that_waits_for_it() {
         .expect("unlock");
 }
 
+fn assert_kind_clash(answer: &Result<(), Error>) {
+    assert!(
+        matches!(
+            answer,
+            Err(Error::InvalidArgument(
+                InvalidArgument::LockKindClash { .. }
+            ))
+        ),
+        "{answer:?}"
+    );
+}
+
 /// The reentrant lock `n` and the write side of the read-write lock `n` share their key: two
 /// owners exclude each other through it, and one owner asking for both gets a typed error at
 /// once (not a wait for itself).
@@ -254,15 +266,7 @@ async fn the_reentrant_lock_of_a_name_and_its_write_side_exclude_each_other() {
     )
     .await
     .expect("at once");
-    assert!(
-        matches!(
-            clash,
-            Err(Error::InvalidArgument(
-                InvalidArgument::LockKindClash { .. }
-            ))
-        ),
-        "{clash:?}"
-    );
+    assert_kind_clash(&clash);
     let bobs = bob.get_read_write_lock("cfg");
     assert!(
         !takes(&bobs.write_lock()).await,
@@ -279,15 +283,7 @@ async fn the_reentrant_lock_of_a_name_and_its_write_side_exclude_each_other() {
     let clash = tokio::time::timeout(PATIENCE, alice.get_lock("cfg").lock())
         .await
         .expect("at once");
-    assert!(
-        matches!(
-            clash,
-            Err(Error::InvalidArgument(
-                InvalidArgument::LockKindClash { .. }
-            ))
-        ),
-        "{clash:?}"
-    );
+    assert_kind_clash(&clash);
     assert!(
         !takes(&bob.get_lock("cfg")).await,
         "the writer keeps the reentrant lock out"
