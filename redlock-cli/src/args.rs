@@ -84,8 +84,15 @@ pub(crate) struct RunArgs {
     /// Take the lock shared (the read side of the read-write lock NAME): any number of
     /// --shared runs at once, never beside a run without it (which takes it exclusively).
     /// Exclusive runs go first: while one waits, new --shared runs wait behind it.
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "permits")]
     pub(crate) shared: bool,
+    /// Take one of N permits of the semaphore NAME instead of the lock: at most N runs of NAME
+    /// at once, on every host. The first run sets the semaphore's count; a run whose N differs
+    /// from the count set is refused (a usage error). Each permit has its own lease: a killed
+    /// run's permit comes back within it. One Redis master only (a semaphore of more than one
+    /// permit is not sound on a majority of several).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) permits: Option<u32>,
     /// Wait at most this long for the lock (`30s`, `5m`), then exit with the busy code.
     /// Without --wait or --no-wait, wait as long as it takes.
     #[arg(long, value_parser = positive_duration, conflicts_with = "no_wait")]
@@ -135,8 +142,11 @@ pub(crate) struct StatusArgs {
     /// The lock's name.
     pub(crate) name: String,
     /// The shared side (what `redlock run --shared` takes): whether any run holds it shared.
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "permits")]
     pub(crate) shared: bool,
+    /// The semaphore NAME (what `redlock run --permits` takes): its count and the permits out.
+    #[arg(long)]
+    pub(crate) permits: bool,
     /// Print one JSON object instead of a line of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -147,8 +157,12 @@ pub(crate) struct UnlockArgs {
     /// The lock's name.
     pub(crate) name: String,
     /// The shared side: every `redlock run --shared` holding it loses it.
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "permits")]
     pub(crate) shared: bool,
+    /// The semaphore NAME (`redlock run --permits`): its count and every permit out are
+    /// deleted, and each run holding one loses it.
+    #[arg(long)]
+    pub(crate) permits: bool,
     /// Required: the lock is deleted whoever holds it.
     #[arg(long)]
     pub(crate) force: bool,

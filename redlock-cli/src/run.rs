@@ -4,7 +4,12 @@
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use redlock_reentrant::{Error, LockClient, LockGuard, RLock};
+use std::future::Future;
+use std::pin::Pin;
+
+use redlock_reentrant::{
+    Error, LockClient, LockGuard, LostReason, Permit, RLock, RPermitExpirableSemaphore,
+};
 use tokio::time::Instant;
 
 use crate::args::{Connection, OnLost, RunArgs};
@@ -49,30 +54,48 @@ pub(crate) async fn run(
     outcome
 }
 
+/// What a run holds while its job runs: the lock (a side of the read-write lock NAME), or
+/// permits of the semaphore NAME (`--permits`).
+enum Held {
+    Lock(LockGuard),
+    Permits(Permit),
+}
+
+impl Held {
+    fn fencing_token(&self) -> u64 {
+        match self {
+            Held::Lock(guard) => guard.fencing_token(),
+            Held::Permits(permit) => permit.fencing_token(),
+        }
+    }
+
+    fn lost(&self) -> Pin<Box<dyn Future<Output = LostReason> + Send>> {
+        match self {
+            Held::Lock(guard) => Box::pin(guard.lost()),
+            Held::Permits(permit) => Box::pin(permit.lost()),
+        }
+    }
+
+    async fn release(self) -> Result<(), Error> {
+        match self {
+            Held::Lock(guard) => guard.unlock().await,
+            Held::Permits(permit) => permit.release().await,
+        }
+    }
+}
+
 async fn hold_and_run(
     client: &LockClient,
     args: &RunArgs,
     signals: &mut Caught,
     out: &Reporter,
 ) -> Result<u8, Failure> {
-    // Exclusive runs take the write side, whose key is the reentrant lock's that earlier
-    // versions took: old and new exclusive runs exclude each other.
-    let sides = client.get_read_write_lock(args.name.as_str());
-    let (lock, other) = if args.shared {
-        (sides.read_lock(), sides.write_lock())
-    } else {
-        (sides.write_lock(), sides.read_lock())
-    };
     let started = Instant::now();
-    // Dropping the attempt on a signal leaves no lock and no waiter behind.
-    let guard = tokio::select! {
-        guard = acquire(&lock, &other, args, out) => guard?,
-        signal = signals.next_ending() => return Err(Failure::Interrupted(signal as i32)),
+    let taken = match args.permits {
+        Some(permits) => take_permit(client, permits, args, signals, out).await?,
+        None => take_lock(client, args, signals, out).await?,
     };
-    let Some(guard) = guard else {
-        return Err(busy(&lock, &other, args, out).await);
-    };
-    let token = guard.fencing_token();
+    let token = taken.fencing_token();
     out.info(&format!(
         "acquired {} (fencing token {token}) after {}",
         args.name,
@@ -85,13 +108,13 @@ async fn hold_and_run(
     let mut job = match Job::start(&args.command, &env) {
         Ok(job) => job,
         Err(failure) => {
-            release(guard, args, client, out, None).await;
+            release(taken, args, client, out, None).await;
             return Err(failure);
         }
     };
-    let ran = supervise(&mut job, &guard, client, args, signals, out).await;
+    let ran = supervise(&mut job, &taken, client, args, signals, out).await;
     match ran {
-        Ran::Exited(code) => Ok(release(guard, args, client, out, Some(code))
+        Ran::Exited(code) => Ok(release(taken, args, client, out, Some(code))
             .await
             .unwrap_or(code)),
         Ran::Lost(code) => {
@@ -105,12 +128,114 @@ async fn hold_and_run(
             // The job cannot be waited for: every process of it is killed, and gone, before
             // the lock is let go, so none runs unlocked.
             job.kill_all().await;
-            release(guard, args, client, out, None).await;
+            release(taken, args, client, out, None).await;
             Err(Failure::Job {
                 program: args.command[0].clone(),
                 source,
             })
         }
+    }
+}
+
+/// Takes the lock NAME (its write side, or with `--shared` its read side), or fails busy.
+async fn take_lock(
+    client: &LockClient,
+    args: &RunArgs,
+    signals: &mut Caught,
+    out: &Reporter,
+) -> Result<Held, Failure> {
+    // Exclusive runs take the write side, whose key is the reentrant lock's that earlier
+    // versions took: old and new exclusive runs exclude each other.
+    let sides = client.get_read_write_lock(args.name.as_str());
+    let (lock, other) = if args.shared {
+        (sides.read_lock(), sides.write_lock())
+    } else {
+        (sides.write_lock(), sides.read_lock())
+    };
+    // Dropping the attempt on a signal leaves no lock and no waiter behind.
+    let guard = tokio::select! {
+        guard = acquire(&lock, &other, args, out) => guard?,
+        signal = signals.next_ending() => return Err(Failure::Interrupted(signal as i32)),
+    };
+    match guard {
+        Some(guard) => Ok(Held::Lock(guard)),
+        None => Err(busy(&lock, &other, args, out).await),
+    }
+}
+
+/// Takes a permit of the semaphore NAME, whose count is `permits` (set by the first run; a run
+/// that disagrees is refused), or fails busy.
+async fn take_permit(
+    client: &LockClient,
+    permits: u32,
+    args: &RunArgs,
+    signals: &mut Caught,
+    out: &Reporter,
+) -> Result<Held, Failure> {
+    let semaphore = client.get_permit_expirable_semaphore(args.name.as_str())?;
+    if !semaphore.try_set_permits(permits).await? {
+        let count = semaphore.permits().await?;
+        if count != permits {
+            return Err(Failure::Usage(format!(
+                "the semaphore {} has {count} permits, not {permits}: every run of it must give \
+                 the same --permits (delete it with `redlock unlock --force --permits {}` to \
+                 change it)",
+                args.name, args.name
+            )));
+        }
+    }
+    let wait = match (args.no_wait, args.wait) {
+        (true, _) => Some(Duration::ZERO),
+        (false, wait) => wait,
+    };
+    let attempt = async {
+        match wait {
+            Some(wait) => semaphore.try_acquire(1, wait, args.lease).await,
+            None => match args.lease {
+                Some(lease) => semaphore.try_acquire(1, Duration::MAX, Some(lease)).await,
+                None => semaphore.acquire(1).await.map(Some),
+            },
+        }
+    };
+    tokio::pin!(attempt);
+    let permit = tokio::select! {
+        taken = &mut attempt => taken?,
+        () = tokio::time::sleep(MENTION_WAITS_AFTER), if !args.no_wait => {
+            out.info(&format!("waiting for one of the {permits} permits of {}", args.name));
+            tokio::select! {
+                taken = attempt => taken?,
+                signal = signals.next_ending() => return Err(Failure::Interrupted(signal as i32)),
+            }
+        }
+        signal = signals.next_ending() => return Err(Failure::Interrupted(signal as i32)),
+    };
+    match permit {
+        Some(permit) => Ok(Held::Permits(permit)),
+        None => Err(permits_busy(&semaphore, args, out).await),
+    }
+}
+
+/// The busy failure of `--permits`, described where it will be shown.
+async fn permits_busy(
+    semaphore: &RPermitExpirableSemaphore,
+    args: &RunArgs,
+    out: &Reporter,
+) -> Failure {
+    let status = match out.shows_notices() {
+        true => semaphore.status().await.ok(),
+        false => None,
+    };
+    let how = match (args.no_wait, args.wait) {
+        (false, Some(wait)) => format!(" after waiting {}", seconds(wait)),
+        _ => String::new(),
+    };
+    let what = match status {
+        Some(status) => format!("{} of {} permits out", status.acquired, status.permits),
+        None => "every permit out".to_owned(),
+    };
+    Failure::Busy {
+        message: format!("{} is busy ({what}){how}", args.name),
+        code: args.conflict_exit_code,
     }
 }
 
@@ -237,14 +362,13 @@ enum Ran {
 /// Waits for the job, forwarding signals to it and acting on a lost lock (`--on-lost`).
 async fn supervise(
     job: &mut Job,
-    guard: &LockGuard,
+    held: &Held,
     client: &LockClient,
     args: &RunArgs,
     signals: &mut Caught,
     out: &Reporter,
 ) -> Ran {
-    let lost = guard.lost();
-    tokio::pin!(lost);
+    let mut lost = held.lost();
     let mut was_lost = false;
     let mut kill_at: Option<Instant> = None;
     loop {
@@ -263,7 +387,7 @@ async fn supervise(
                     // Continued. Renewal stopped with redlock: the job goes on only if the
                     // lock is still ours on a majority (a renewal follows at once).
                     let lease = args.lease.unwrap_or(client.watchdog().timeout());
-                    if !was_lost && !still_held(guard, client, lease).await {
+                    if !was_lost && !still_held(held, client, lease).await {
                         was_lost = true;
                         kill_at = act_on_lost(job, args, out, "it ran out while redlock was stopped");
                     } else {
@@ -290,8 +414,13 @@ async fn supervise(
 
 /// Whether the guard's hold is still live, held on a majority, and for long enough that the
 /// renewal that follows a stop lands before it runs out. Not knowing (no quorum) counts as
-/// lost: the job must not run on without the lock.
-async fn still_held(guard: &LockGuard, client: &LockClient, lease: Duration) -> bool {
+/// lost: the job must not run on without the lock. A permit is asked its own validity, which
+/// the clock ends.
+async fn still_held(held: &Held, client: &LockClient, lease: Duration) -> bool {
+    let guard = match held {
+        Held::Lock(guard) => guard,
+        Held::Permits(permit) => return !permit.is_lost(),
+    };
     let config = client.redlock().config();
     let margin = config.node_timeout_for(lease) * 2 + config.drift_for(lease);
     let lock = guard.lock();
@@ -343,13 +472,13 @@ async fn sleep_until(deadline: Option<Instant>) {
 /// release that reached no majority is only a warning: the job ran alone, and the lock frees
 /// when its lease runs out.
 async fn release(
-    guard: LockGuard,
+    held: Held,
     args: &RunArgs,
     client: &LockClient,
     out: &Reporter,
     job_code: Option<u8>,
 ) -> Option<u8> {
-    match guard.unlock().await {
+    match held.release().await {
         Ok(()) => {
             out.info(&format!("released {}", args.name));
             None

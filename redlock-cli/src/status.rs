@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use redlock_reentrant::{Error, LockStatus, RLock};
+use redlock_reentrant::{Error, LockStatus, RLock, RPermitExpirableSemaphore};
 use serde::Serialize;
 
 use crate::args::{Connection, StatusArgs, UnlockArgs};
@@ -25,6 +25,16 @@ struct StatusJson<'a> {
     nodes: usize,
 }
 
+/// `redlock status --permits --json`.
+#[derive(Debug, Serialize)]
+struct PermitsJson<'a> {
+    name: &'a str,
+    set: bool,
+    permits: u32,
+    acquired: u32,
+    available: u32,
+}
+
 /// `redlock unlock --force --json`.
 #[derive(Debug, Serialize)]
 struct UnlockJson<'a> {
@@ -42,6 +52,38 @@ pub(crate) async fn status(
     connection: &Connection,
     out: &Reporter,
 ) -> Result<u8, Failure> {
+    if args.permits {
+        let status = on_the_semaphore(
+            connection,
+            out,
+            &args.name,
+            |s| async move { s.status().await },
+        )
+        .await?;
+        if args.json {
+            print_json(&PermitsJson {
+                name: &args.name,
+                set: status.set,
+                permits: status.permits,
+                acquired: status.acquired,
+                available: status.available(),
+            })?;
+        } else if status.set {
+            answer(format_args!(
+                "{}: {} of {} permits out, {} free",
+                args.name,
+                status.acquired,
+                status.permits,
+                status.available()
+            ))?;
+        } else {
+            answer(format_args!(
+                "{}: no semaphore (its count is not set)",
+                args.name
+            ))?;
+        }
+        return Ok(0);
+    }
     let status = on_the_lock(
         connection,
         out,
@@ -107,14 +149,24 @@ pub(crate) async fn unlock(
             args.name
         )));
     }
-    let deleted = on_the_lock(
-        connection,
-        out,
-        &args.name,
-        args.shared,
-        |lock| async move { lock.force_unlock().await },
-    )
-    .await?;
+    let deleted = if args.permits {
+        on_the_semaphore(
+            connection,
+            out,
+            &args.name,
+            |s| async move { s.delete().await },
+        )
+        .await?
+    } else {
+        on_the_lock(
+            connection,
+            out,
+            &args.name,
+            args.shared,
+            |lock| async move { lock.force_unlock().await },
+        )
+        .await?
+    };
     if args.json {
         print_json(&UnlockJson {
             name: &args.name,
@@ -151,6 +203,26 @@ where
         sides.write_lock()
     };
     let answer = question(lock).await;
+    close(client).await;
+    Ok(answer?)
+}
+
+/// Connects, runs `question` on the semaphore `name`, and shuts the client down whatever it
+/// answered.
+async fn on_the_semaphore<T, F>(
+    connection: &Connection,
+    out: &Reporter,
+    name: &str,
+    question: impl FnOnce(RPermitExpirableSemaphore) -> F,
+) -> Result<T, Failure>
+where
+    F: Future<Output = Result<T, Error>>,
+{
+    let client = connect(connection, WatchdogLease::TakesNoLock, out).await?;
+    let answer = match client.get_permit_expirable_semaphore(name) {
+        Ok(semaphore) => question(semaphore).await,
+        Err(err) => Err(err),
+    };
     close(client).await;
     Ok(answer?)
 }

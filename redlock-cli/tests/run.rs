@@ -835,3 +835,102 @@ mod shared {
         assert_eq!(scratch.read("after"), "ran\n");
     }
 }
+
+mod permits {
+    use super::*;
+
+    /// `redlock run --permits N NAME` (with extra flags) of a job that appends to `out` and
+    /// waits for `go`.
+    fn start(nodes: &[String], permits: &str, scratch: &Scratch, out: &str) -> Running {
+        Running::start(
+            redlock(nodes)
+                .args([
+                    "run",
+                    "--permits",
+                    permits,
+                    "--watchdog-timeout",
+                    "3s",
+                    "uploads",
+                    "--",
+                ])
+                .args(job_until(&scratch.path(out), &scratch.path("go"))),
+        )
+    }
+
+    /// A one-shot run (`--no-wait`) of a job that only says it ran.
+    fn try_run(nodes: &[String], permits: &str, scratch: &Scratch, out: &str) -> Finished {
+        finish(
+            redlock(nodes)
+                .args(["run", "--permits", permits, "--no-wait", "uploads", "--"])
+                .args(sh(&format!(
+                    "echo ran >> '{}'",
+                    scratch.path(out).display()
+                ))),
+        )
+    }
+
+    fn permits_status(nodes: &[String]) -> serde_json::Value {
+        let done = finish(redlock(nodes).args(["status", "--permits", "uploads", "--json"]));
+        done.assert_code(0);
+        serde_json::from_str(done.stdout.trim()).unwrap_or_else(|err| panic!("{err}: {done:#?}"))
+    }
+
+    #[test]
+    fn at_most_n_runs_at_once_and_a_killed_runs_permit_comes_back() {
+        let (_cluster, nodes) = masters(1);
+        let scratch = Scratch::new();
+        let first = start(&nodes, "2", &scratch, "first");
+        let second = start(&nodes, "2", &scratch, "second");
+        scratch.await_file("first");
+        scratch.await_file("second");
+        try_run(&nodes, "2", &scratch, "third").assert_code(BUSY);
+        assert_eq!(scratch.read("third"), "", "two of two permits out");
+        let status = permits_status(&nodes);
+        assert_eq!(
+            (&status["permits"], &status["acquired"]),
+            (&serde_json::json!(2), &serde_json::json!(2)),
+            "{status}"
+        );
+        // A run that disagrees on the count is refused, not let in.
+        let disagrees = try_run(&nodes, "3", &scratch, "disagrees");
+        disagrees.assert_code(USAGE);
+        assert!(
+            disagrees.stderr.contains("has 2 permits, not 3"),
+            "{disagrees:#?}"
+        );
+
+        // The first run is killed: its permit comes back within its lease (3 s), while the
+        // second run keeps its own renewed.
+        first.signal(Signal::SIGKILL);
+        assert!(
+            eventually(PATIENCE, || try_run(&nodes, "2", &scratch, "after-kill")
+                .code()
+                == 0),
+            "the killed run's permit came back"
+        );
+        assert_eq!(
+            scratch.read("after-kill"),
+            "ran\n",
+            "once, when the permit was free"
+        );
+        scratch.touch("go");
+        second.wait().assert_code(0);
+        assert_eq!(permits_status(&nodes)["acquired"], serde_json::json!(0));
+
+        let deleted =
+            finish(redlock(&nodes).args(["unlock", "--force", "--permits", "uploads", "--json"]));
+        deleted.assert_code(0);
+        assert!(deleted.stdout.contains("\"deleted\":true"), "{deleted:#?}");
+        assert_eq!(permits_status(&nodes)["set"], serde_json::json!(false));
+    }
+
+    #[test]
+    fn on_several_masters_permits_are_refused() {
+        let (_cluster, nodes) = masters(3);
+        let scratch = Scratch::new();
+        let refused = try_run(&nodes, "2", &scratch, "out");
+        refused.assert_code(USAGE);
+        assert!(refused.stderr.contains("not sound"), "{refused:#?}");
+        assert_eq!(scratch.read("out"), "");
+    }
+}

@@ -213,6 +213,54 @@ pub enum InvalidArgument {
         /// The lock's name.
         name: String,
     },
+    /// No permit asked for: a semaphore's acquisition takes at least one.
+    #[error(
+        "invalid argument: an acquisition of the semaphore `{name}` must take at least one permit"
+    )]
+    ZeroPermits {
+        /// The semaphore's name.
+        name: String,
+    },
+    /// More permits asked for at once than the semaphore has: the wait could never end.
+    #[error(
+        "invalid argument: {asked} permits asked of the semaphore `{name}`, which has {count}"
+    )]
+    TooManyPermits {
+        /// The semaphore's name.
+        name: String,
+        /// How many were asked for.
+        asked: u32,
+        /// How many permits the semaphore has.
+        count: u32,
+    },
+    /// A count of permits that would fall below zero (a negative `add_permits` larger than the
+    /// count), or not fit a `u32`.
+    #[error("invalid argument: the semaphore `{name}` has {count} permits; adding {delta} is out of range")]
+    PermitsOutOfRange {
+        /// The semaphore's name.
+        name: String,
+        /// The count it has.
+        count: u32,
+        /// What was to be added.
+        delta: i64,
+    },
+    /// A permit id that is not out: never issued, released already, or its lease ran out.
+    #[error("invalid argument: no such permit of the semaphore `{name}` is out (released, expired or never issued)")]
+    UnknownPermit {
+        /// The semaphore's name.
+        name: String,
+    },
+    /// A primitive that a majority of independent masters cannot keep sound, built on several:
+    /// refused before anything is sent.
+    #[error("invalid argument: {primitive} is not sound on {nodes} independent masters: {reason}")]
+    UnsoundOnQuorum {
+        /// What was asked for.
+        primitive: &'static str,
+        /// How many masters the client has.
+        nodes: usize,
+        /// Why, and what to use instead.
+        reason: &'static str,
+    },
     /// A spinning wait strategy with a zero first pause, or a first pause longer than the
     /// longest.
     #[error("invalid argument: a spinning wait needs 0 < initial <= max pause, got {initial:?} and {max:?}")]

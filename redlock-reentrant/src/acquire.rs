@@ -105,9 +105,11 @@ pub(crate) async fn attempt(
         .key(target.key())
         .key(&*target.fence_key);
     // A read-write lock's side also reads the other side and the waiting writers.
-    let call = match (&target.rw, target.kind()) {
-        (Some(rw), Kind::Read) => call.key(&*rw.writer).key(&*rw.waiting),
-        (Some(rw), Kind::Write) => call.key(&*rw.readers).key(&*rw.waiting),
+    let call = match (&target.rw, &target.permits, target.kind()) {
+        (Some(rw), _, Kind::Read) => call.key(&*rw.writer).key(&*rw.waiting),
+        (Some(rw), _, Kind::Write) => call.key(&*rw.readers).key(&*rw.waiting),
+        // A semaphore's permits also read its count.
+        (_, Some(permits), Kind::Permit) => call.key(&*permits.count_key),
         _ => call,
     };
     let call = call
@@ -116,11 +118,12 @@ pub(crate) async fn attempt(
         .arg(expected)
         .arg(inner.token_hint())
         .arg(target.field_arg(None));
-    let call = match target.kind() {
-        Kind::Write => call
+    let call = match (target.kind(), &target.permits) {
+        (Kind::Write, _) => call
             .arg(u8::from(waits))
             .arg(lease_millis(inner.writer_heartbeat())),
-        Kind::Reentrant | Kind::Read => call,
+        (Kind::Permit, Some(permits)) => call.arg(permits.weight),
+        _ => call,
     };
     // Decided once a majority granted, or a majority answered and too few can still grant; the
     // replies still out may grant late, which the undo (queued behind them) takes back.
@@ -211,7 +214,7 @@ pub(crate) async fn attempt(
                     Some(registration) => {
                         inner.counters.new_hold(written_back);
                         // A reader lets the next task of the line through at once.
-                        let turn = turn.take().filter(|_| target.kind() != Kind::Read);
+                        let turn = turn.take().filter(|_| takes_turns(target));
                         Some(state.acquired_new(registration, generation, token, mode, valid, turn))
                     }
                     // Nested: `None` when the hold was given up just now, where nothing could
@@ -279,9 +282,9 @@ pub(crate) fn refuse_clash(inner: &Inner, target: &Target) -> Result<(), Error> 
 /// Whether a new hold of `target` takes a turn in the client's line for it. A reader does not:
 /// readers do not exclude each other, so the client's readers ask the nodes at once, side by
 /// side (and a writer's new read hold, a downgrade, could otherwise wait behind a reader that
-/// waits for it).
+/// waits for it). Nor does a permit: permits are many, and each has an owner of its own.
 pub(crate) fn takes_turns(target: &Target) -> bool {
-    target.kind() != Kind::Read
+    !matches!(target.kind(), Kind::Read | Kind::Permit)
 }
 
 /// Whether `target`'s owner holds a hold of kind `kind` of the lock `target` is of (live, or
@@ -290,7 +293,7 @@ pub(crate) fn takes_turns(target: &Target) -> bool {
 fn holds(inner: &Inner, target: &Target, kind: Kind) -> bool {
     let key = match (kind, &target.rw) {
         (Kind::Read, Some(rw)) => Arc::clone(&rw.readers),
-        (Kind::Read, None) => return false,
+        (Kind::Read, None) | (Kind::Permit, _) => return false,
         (Kind::Reentrant | Kind::Write, _) => Arc::clone(&target.hold.key),
     };
     let hold = HoldKey {
@@ -407,6 +410,18 @@ fn failure(
     }
     if fan.answered() < fan.quorum() {
         return Err(Error::no_quorum(&target.name, fan.answered(), fan));
+    }
+    let over_count = fan.values().find_map(|reply| match reply {
+        AcquireReply::OverCount { count } => Some(*count),
+        _ => None,
+    });
+    if let (Some(count), Some(permits)) = (over_count, &target.permits) {
+        return Err(InvalidArgument::TooManyPermits {
+            name: target.name.to_string(),
+            asked: permits.weight,
+            count,
+        }
+        .into());
     }
     if granted >= fan.quorum() {
         return Err(Error::ValidityExhausted {

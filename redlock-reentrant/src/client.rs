@@ -10,7 +10,7 @@ use crate::config::{ConfigError, LockClientConfig};
 use crate::inner::Inner;
 use crate::kind::Kind;
 use crate::wakeup::Wakeups;
-use crate::{LockOwner, RLock, RReadWriteLock, WaitStrategy};
+use crate::{LockOwner, RLock, RPermitExpirableSemaphore, RReadWriteLock, WaitStrategy};
 
 /// A connection to N independent Redis masters that hands out [`RLock`]s.
 ///
@@ -105,6 +105,33 @@ impl LockClient {
     /// ```
     pub fn get_read_write_lock(&self, name: impl Into<String>) -> RReadWriteLock {
         RReadWriteLock::new(self.clone(), name.into())
+    }
+
+    /// The semaphore `name`: at most its count of permits out at once, each with a holder and
+    /// a lease of its own (see [`RPermitExpirableSemaphore`]). Its permits and count are kept
+    /// beside the key prefix plus the name, in `:permits` and `:permit-count`. Nothing is sent
+    /// yet.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::UnsoundOnQuorum`](crate::InvalidArgument::UnsoundOnQuorum) when the
+    /// client has several masters: a semaphore is sound on one only.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// let exports = client.get_permit_expirable_semaphore("exports")?;
+    /// exports.try_set_permits(4).await?;
+    /// let permit = exports.acquire(1).await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_permit_expirable_semaphore(
+        &self,
+        name: impl Into<String>,
+    ) -> Result<RPermitExpirableSemaphore, Error> {
+        RPermitExpirableSemaphore::new(self.clone(), name.into())
     }
 
     /// A new explicit owner, for work that moves between tasks (see [`LockOwner`]).

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 
+use redlock_core::OwnerToken;
 use redlock_watchdog::{LostReason, LostSignal};
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +38,8 @@ use crate::{Error, RLock};
 pub struct LockGuard {
     lock: RLock,
     token: u64,
+    /// The hold's generation, which names it on the nodes with its owner.
+    generation: u64,
     lost: LostSignal,
     release: OwedRelease,
 }
@@ -46,9 +49,15 @@ impl LockGuard {
         Self {
             lock,
             token: grant.token,
+            generation: grant.generation,
             lost: grant.lost,
             release,
         }
+    }
+
+    /// The hold's field on the nodes: its owner and generation (a permit's id).
+    pub(crate) fn hold_field(&self) -> Result<OwnerToken, Error> {
+        self.lock.hold_field(self.generation)
     }
 
     /// The lock, bound to this guard's owner.

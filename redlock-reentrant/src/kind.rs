@@ -1,5 +1,5 @@
-//! Which lock a hold is of: a reentrant lock (`RLock`), or a read-write lock's read or write
-//! side. The kind says what the nodes keep of a hold and which scripts act on it; everything
+//! Which lock a hold is of: a reentrant lock (`RLock`), a read-write lock's read or write
+//! side, or a semaphore's permits. The kind says what the nodes keep of a hold and which scripts act on it; everything
 //! else (the quorum, the hold record, renewal, the lost signal, fencing) is the same for all.
 
 use std::sync::Arc;
@@ -18,12 +18,16 @@ pub(crate) enum Kind {
     /// A read-write lock's write side: a reentrant lock's hash (the reentrant lock of the same
     /// name's) that also needs no reader.
     Write,
+    /// A semaphore's permits: one hash of permits out, each with its own owner, deadline and
+    /// weight, never more than the semaphore's count.
+    Permit,
 }
 
 impl Kind {
     /// Takes or re-enters a hold on one node.
     pub(crate) fn acquire(self) -> &'static LockScript {
         match self {
+            Kind::Permit => &lua::ACQUIRE_PERMIT,
             Kind::Reentrant => &lua::ACQUIRE,
             Kind::Read => &lua::ACQUIRE_READ,
             Kind::Write => &lua::ACQUIRE_WRITE,
@@ -33,6 +37,7 @@ impl Kind {
     /// Undoes one acquisition attempt where it landed.
     pub(crate) fn undo(self) -> &'static LockScript {
         match self {
+            Kind::Permit => &lua::UNDO_PERMIT,
             Kind::Read => &lua::UNDO_READ,
             Kind::Reentrant | Kind::Write => &lua::UNDO,
         }
@@ -41,6 +46,7 @@ impl Kind {
     /// Releases one acquisition.
     pub(crate) fn unlock(self) -> &'static LockScript {
         match self {
+            Kind::Permit => &lua::UNLOCK_PERMIT,
             Kind::Read => &lua::UNLOCK_READ,
             Kind::Reentrant | Kind::Write => &lua::UNLOCK,
         }
@@ -49,6 +55,7 @@ impl Kind {
     /// Renews holds in batches (the watchdog's script).
     pub(crate) fn renew(self) -> &'static LockScript {
         match self {
+            Kind::Permit => &lua::RENEW_PERMIT,
             Kind::Read => &lua::RENEW_READ,
             Kind::Reentrant | Kind::Write => &lua::RENEW,
         }
@@ -57,6 +64,7 @@ impl Kind {
     /// Gives holds up in batches.
     pub(crate) fn abandon(self) -> &'static LockScript {
         match self {
+            Kind::Permit => &lua::ABANDON_PERMIT,
             Kind::Read => &lua::ABANDON_READ,
             Kind::Reentrant | Kind::Write => &lua::ABANDON,
         }
@@ -65,6 +73,7 @@ impl Kind {
     /// What one node knows of the lock.
     pub(crate) fn inspect(self) -> &'static LockScript {
         match self {
+            Kind::Permit => &lua::INSPECT_PERMIT,
             Kind::Read => &lua::INSPECT_READ,
             Kind::Reentrant | Kind::Write => &lua::INSPECT,
         }
@@ -79,6 +88,7 @@ impl Kind {
         match self {
             Kind::Reentrant | Kind::Write => lock_key.to_owned(),
             Kind::Read => format!("{lock_key}:{READERS}"),
+            Kind::Permit => format!("{lock_key}:{PERMITS}"),
         }
     }
 
@@ -86,15 +96,22 @@ impl Kind {
     pub(crate) fn lock_key(self, hold_key: &str) -> &str {
         match self {
             Kind::Reentrant | Kind::Write => hold_key,
-            Kind::Read => hold_key
-                .strip_suffix(READERS)
-                .and_then(|key| key.strip_suffix(':'))
-                .unwrap_or(hold_key),
+            Kind::Read => strip(hold_key, READERS),
+            Kind::Permit => strip(hold_key, PERMITS),
         }
     }
 }
 
+/// `key` without `:{suffix}`.
+fn strip<'k>(key: &'k str, suffix: &str) -> &'k str {
+    key.strip_suffix(suffix)
+        .and_then(|key| key.strip_suffix(':'))
+        .unwrap_or(key)
+}
+
 const READERS: &str = "read";
+const PERMITS: &str = "permits";
+const PERMIT_COUNT: &str = "permit-count";
 const WAITING_WRITERS: &str = "write-waiting";
 
 /// The keys of a read-write lock on every node, all in its hash slot: the readers hash, the
@@ -116,13 +133,26 @@ impl RwKeys {
     }
 }
 
+/// A semaphore's permit hold: the key of the semaphore's count of permits (in its hash slot),
+/// and how many permits the hold takes.
+#[derive(Debug)]
+pub(crate) struct Permits {
+    pub(crate) count_key: Arc<str>,
+    pub(crate) weight: u32,
+}
+
+/// The key of the count of permits of the semaphore whose key is `lock_key`.
+pub(crate) fn permit_count_key(lock_key: &str) -> String {
+    format!("{lock_key}:{PERMIT_COUNT}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_hold_key_leads_back_to_its_lock_key() {
-        for kind in [Kind::Reentrant, Kind::Read, Kind::Write] {
+        for kind in [Kind::Reentrant, Kind::Read, Kind::Write, Kind::Permit] {
             let hold_key = kind.hold_key("redlock:{orders}");
             assert_eq!(kind.lock_key(&hold_key), "redlock:{orders}", "{kind:?}");
         }
@@ -130,5 +160,13 @@ mod tests {
         assert_eq!(&*keys.readers, "redlock:{orders}:read");
         assert_eq!(&*keys.writer, "redlock:{orders}");
         assert_eq!(&*keys.waiting, "redlock:{orders}:write-waiting");
+        assert_eq!(
+            Kind::Permit.hold_key("redlock:{orders}"),
+            "redlock:{orders}:permits"
+        );
+        assert_eq!(
+            permit_count_key("redlock:{orders}"),
+            "redlock:{orders}:permit-count"
+        );
     }
 }

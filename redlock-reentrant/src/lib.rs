@@ -75,6 +75,7 @@ mod rwlock;
 #[cfg(feature = "sabotage")]
 #[doc(hidden)]
 pub mod sabotage;
+mod semaphore;
 #[cfg(test)]
 mod test_support;
 mod unlock;
@@ -92,6 +93,7 @@ pub use multilock::{MultiGuard, MultiLock};
 pub use owner::LockOwner;
 pub use rlock::RLock;
 pub use rwlock::RReadWriteLock;
+pub use semaphore::{Permit, PermitId, RPermitExpirableSemaphore, SemaphoreStatus};
 pub use wait_strategy::WaitStrategy;
 
 /// The errors of every lock of the workspace: one type, defined by the quorum core.
@@ -135,6 +137,16 @@ fn public_futures_are_send(client: &LockClient, lock: &RLock, guard: LockGuard) 
     send(lock.status());
     send(guard.unlock());
     send(cleanups_settled(std::time::Duration::ZERO));
+    if let Ok(semaphore) = client.get_permit_expirable_semaphore("s") {
+        send(semaphore.acquire(1));
+        send(semaphore.try_acquire(1, std::time::Duration::ZERO, None));
+        send(semaphore.release(&PermitId::new("x:1")));
+        send(semaphore.status());
+        send(semaphore.try_set_permits(1));
+        send(semaphore.add_permits(1));
+        send(semaphore.drain_permits());
+        send(semaphore.delete());
+    }
     let multi = MultiLock::new([lock.clone()]).expect("one member");
     send(multi.acquire());
     send(multi.try_acquire(std::time::Duration::ZERO, None));

@@ -73,6 +73,7 @@ pub(crate) static ACQUIRE: LockScript = acquiring!(
 /// `lua/acquire.lua`): a new write hold also needs no live reader. Answers [`AcquireReply`].
 pub(crate) static ACQUIRE_WRITE: LockScript = acquiring!(
     ACQUIRE_WRITE_ON_CLUSTER,
+    "lua/holders_read.lua",
     "lua/rw_common.lua",
     "lua/acquire_write.lua",
     "lua/acquire.lua"
@@ -82,8 +83,19 @@ pub(crate) static ACQUIRE_WRITE: LockScript = acquiring!(
 /// Answers [`AcquireReply`].
 pub(crate) static ACQUIRE_READ: LockScript = acquiring!(
     ACQUIRE_READ_ON_CLUSTER,
+    "lua/holders_read.lua",
     "lua/rw_common.lua",
     "lua/acquire_read.lua"
+);
+
+/// Takes permits of a semaphore on one node (`lua/acquire_permit.lua`). Answers
+/// [`AcquireReply`].
+pub(crate) static ACQUIRE_PERMIT: LockScript = acquiring!(
+    ACQUIRE_PERMIT_ON_CLUSTER,
+    "lua/holders_permit.lua",
+    "lua/rw_common.lua",
+    "lua/permits_common.lua",
+    "lua/acquire_permit.lua"
 );
 
 /// A node's answer to [`ACQUIRE`].
@@ -97,6 +109,8 @@ pub(crate) enum AcquireReply {
     HeldBy { pttl: Duration, holder: String },
     /// This owner's count here is not the one expected: its hold is gone here.
     CountMismatch,
+    /// More permits were asked for than the semaphore has here (`count`).
+    OverCount { count: u32 },
 }
 
 impl AcquireReply {
@@ -121,6 +135,9 @@ impl FromRedisValue for AcquireReply {
                 holder,
             }),
             3 => Ok(AcquireReply::CountMismatch),
+            4 => Ok(AcquireReply::OverCount {
+                count: u32::try_from(number).map_err(|_| format!("permit count {number}"))?,
+            }),
             other => Err(format!("unknown acquire status {other}").into()),
         }
     }
@@ -136,7 +153,7 @@ announcing!(
 
 announcing!(
     /// [`UNDO`] of a read hold (`lua/undo_read.lua`).
-    pub(crate) UNDO_READ, UNDO_READ_ON_CLUSTER, "lua/rw_common.lua", "lua/undo_read.lua"
+    pub(crate) UNDO_READ, UNDO_READ_ON_CLUSTER, "lua/holders_read.lua", "lua/rw_common.lua", "lua/undo_read.lua"
 );
 
 announcing!(
@@ -157,8 +174,85 @@ announcing!(
 
 announcing!(
     /// [`UNLOCK`] of a read hold (`lua/unlock_read.lua`).
-    pub(crate) UNLOCK_READ, UNLOCK_READ_ON_CLUSTER, "lua/rw_common.lua", "lua/unlock_read.lua"
+    pub(crate) UNLOCK_READ, UNLOCK_READ_ON_CLUSTER, "lua/holders_read.lua", "lua/rw_common.lua", "lua/unlock_read.lua"
 );
+
+announcing!(
+    /// [`UNDO`] of a permit (`lua/undo_read.lua` on a permits hash).
+    pub(crate) UNDO_PERMIT, UNDO_PERMIT_ON_CLUSTER, "lua/holders_permit.lua", "lua/rw_common.lua", "lua/undo_read.lua"
+);
+
+announcing!(
+    /// [`UNLOCK`] of a permit (`lua/unlock_read.lua` on a permits hash): every release is
+    /// announced.
+    pub(crate) UNLOCK_PERMIT, UNLOCK_PERMIT_ON_CLUSTER, "lua/holders_permit.lua", "lua/rw_common.lua", "lua/unlock_read.lua"
+);
+
+announcing!(
+    /// Changes a semaphore's count of permits on one node (`lua/permits_set.lua`); answers
+    /// [`PermitsChanged`].
+    pub(crate) PERMITS_SET, PERMITS_SET_ON_CLUSTER, "lua/holders_permit.lua", "lua/rw_common.lua", "lua/permits_common.lua", "lua/permits_set.lua"
+);
+
+/// What one node knows of a semaphore (`lua/permits_status.lua`); answers [`PermitsStatus`].
+pub(crate) static PERMITS_STATUS: LockScript = LockScript::new(concat!(
+    include_str!("lua/holders_permit.lua"),
+    include_str!("lua/rw_common.lua"),
+    include_str!("lua/permits_common.lua"),
+    include_str!("lua/permits_status.lua")
+));
+
+/// A node's answer to [`PERMITS_STATUS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PermitsStatus {
+    /// Whether the count of permits is set.
+    pub(crate) set: bool,
+    /// How many permits the semaphore has (0 when unset).
+    pub(crate) count: u32,
+    /// How many are out (held, lease not run out).
+    pub(crate) out: u32,
+}
+
+impl FromRedisValue for PermitsStatus {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (set, count, out): (i64, i64, i64) = redis::from_redis_value(value)?;
+        Ok(PermitsStatus {
+            set: set == 1,
+            count: permits(count)?,
+            out: permits(out)?,
+        })
+    }
+}
+
+/// A node's answer to [`PERMITS_SET`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PermitsChanged {
+    /// Done (or refused: a count already set, one that would fall below zero, nothing to
+    /// delete).
+    pub(crate) done: bool,
+    /// The count before and after.
+    pub(crate) before: u32,
+    pub(crate) after: u32,
+    /// The permits out.
+    pub(crate) out: u32,
+}
+
+impl FromRedisValue for PermitsChanged {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (done, before, after, out): (i64, i64, i64, i64) = redis::from_redis_value(value)?;
+        Ok(PermitsChanged {
+            done: done == 1,
+            before: permits(before)?,
+            after: permits(after)?,
+            out: permits(out)?,
+        })
+    }
+}
+
+/// A count of permits from a node's answer.
+fn permits(number: i64) -> Result<u32, ParsingError> {
+    u32::try_from(number).map_err(|_| ParsingError::from(format!("permit count {number}")))
+}
 
 #[cfg(feature = "sabotage")]
 announcing!(
@@ -191,6 +285,7 @@ pub(crate) static INSPECT: LockScript = LockScript::new(include_str!("lua/inspec
 
 /// [`INSPECT`] of a read-write lock's read side (`lua/inspect_read.lua`).
 pub(crate) static INSPECT_READ: LockScript = LockScript::new(concat!(
+    include_str!("lua/holders_read.lua"),
     include_str!("lua/rw_common.lua"),
     include_str!("lua/inspect_read.lua")
 ));
@@ -252,11 +347,31 @@ announcing!(
 
 announcing!(
     /// [`ABANDON`] of read holds (`lua/abandon_read.lua`).
-    pub(crate) ABANDON_READ, ABANDON_READ_ON_CLUSTER, "lua/rw_common.lua", "lua/abandon_read.lua"
+    pub(crate) ABANDON_READ, ABANDON_READ_ON_CLUSTER, "lua/holders_read.lua", "lua/rw_common.lua", "lua/abandon_read.lua"
 );
+
+announcing!(
+    /// [`ABANDON`] of permits (`lua/abandon_read.lua` on a permits hash).
+    pub(crate) ABANDON_PERMIT, ABANDON_PERMIT_ON_CLUSTER, "lua/holders_permit.lua", "lua/rw_common.lua", "lua/abandon_read.lua"
+);
+
+/// [`RENEW`] of permits (`lua/renew_read.lua` on a permits hash): each permit's own deadline.
+pub(crate) static RENEW_PERMIT: LockScript = LockScript::new(concat!(
+    include_str!("lua/holders_permit.lua"),
+    include_str!("lua/rw_common.lua"),
+    include_str!("lua/renew_read.lua")
+));
+
+/// [`INSPECT`] of one permit (`lua/inspect_read.lua` on a permits hash).
+pub(crate) static INSPECT_PERMIT: LockScript = LockScript::new(concat!(
+    include_str!("lua/holders_permit.lua"),
+    include_str!("lua/rw_common.lua"),
+    include_str!("lua/inspect_read.lua")
+));
 
 /// [`RENEW`] of read holds (`lua/renew_read.lua`): each reader's own deadline.
 pub(crate) static RENEW_READ: LockScript = LockScript::new(concat!(
+    include_str!("lua/holders_read.lua"),
     include_str!("lua/rw_common.lua"),
     include_str!("lua/renew_read.lua")
 ));

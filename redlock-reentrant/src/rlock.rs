@@ -3,13 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redlock_core::OwnerToken;
 use redlock_watchdog::LostSignal;
 
 use crate::hold::LeaseMode;
 use crate::holds::{HoldKey, Target};
 use crate::inner::Inner;
 use crate::inspect::{inspect, LockStatus};
-use crate::kind::{Kind, RwKeys};
+use crate::kind::{Kind, Permits, RwKeys};
 use crate::owner::OwnerSource;
 use crate::unlock::{pay, OnNoQuorum, Owed};
 use crate::wait::acquire_waiting;
@@ -111,6 +112,8 @@ pub struct RLock {
     channel: Arc<str>,
     fence_key: Arc<str>,
     rw: Option<Arc<RwKeys>>,
+    /// A semaphore's permit hold (kind [`Kind::Permit`]): its count's key and weight.
+    permits: Option<Arc<Permits>>,
     owner: OwnerSource,
     /// `None`: the client's.
     wait: Option<WaitStrategy>,
@@ -136,8 +139,25 @@ impl RLock {
             channel,
             fence_key,
             rw,
+            permits: None,
             owner: OwnerSource::CurrentTask,
             wait: None,
+        }
+    }
+
+    /// A hold of `permits.weight` permits of the semaphore whose key is `lock_key`, owned by
+    /// `owner` alone (a permit is never re-entered: each has an owner of its own).
+    pub(crate) fn permit(
+        client: LockClient,
+        name: Arc<str>,
+        lock_key: &str,
+        permits: Arc<Permits>,
+        owner: &LockOwner,
+    ) -> Self {
+        RLock {
+            permits: Some(permits),
+            owner: OwnerSource::Fixed(owner.token().clone()),
+            ..RLock::new(client, name, lock_key, Kind::Permit, None)
         }
     }
 
@@ -207,6 +227,11 @@ impl RLock {
         identity
     }
 
+    /// The field that names this lock's hold of `generation` by its owner on the nodes.
+    pub(crate) fn hold_field(&self, generation: u64) -> Result<OwnerToken, Error> {
+        Ok(self.target()?.field(generation))
+    }
+
     fn inner(&self) -> &Arc<Inner> {
         &self.client.inner
     }
@@ -222,6 +247,7 @@ impl RLock {
             channel: Arc::clone(&self.channel),
             fence_key: Arc::clone(&self.fence_key),
             rw: self.rw.clone(),
+            permits: self.permits.clone(),
             wait: self
                 .wait
                 .unwrap_or(self.client.inner.wait_strategy)

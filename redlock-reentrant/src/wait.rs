@@ -207,7 +207,12 @@ async fn wait_for_grant(
             waiting.subscription = Some(
                 inner
                     .wakeups
-                    .subscribe(target.channel(), target.rw.is_some())
+                    // Both sides of a read-write lock, and every waiter for permits, may go in
+                    // on one release: it wakes them all.
+                    .subscribe(
+                        target.channel(),
+                        target.rw.is_some() || target.permits.is_some(),
+                    )
                     .await,
             );
             waiting.counted = Some(GaugeUnit::new(telemetry::WAITERS));

@@ -7,7 +7,7 @@ local released = 0
 for i, key in ipairs(KEYS) do
     local owner, channel = ARGV[2 * i], ARGV[2 * i + 1]
     if not not_readers(key) and redis.call('hexists', key, owner) == 1 then
-        if drop_reader(key, owner) then
+        if departed(drop_reader(key, owner)) then
             announce(channel, ARGV[1])
         end
         released = released + 1

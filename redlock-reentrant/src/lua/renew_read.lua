@@ -13,10 +13,10 @@ for i, key in ipairs(KEYS) do
     renewed[i] = 0
     local value = redis.pcall('hget', key, ARGV[i + 1])
     if type(value) == 'string' then
-        local count, deadline = parse_reader(value)
+        local count, deadline, weight = parse_reader(value)
         if count and deadline > now then
             local until_ms = math.max(deadline, now + lease)
-            redis.call('hset', key, ARGV[i + 1], reader_value(count, until_ms))
+            redis.call('hset', key, ARGV[i + 1], reader_value(count, until_ms, weight))
             keep_readers_until(key, now, until_ms)
             renewed[i] = 1
         end

@@ -1,10 +1,13 @@
--- Prepended to every script of a read-write lock that reads its readers.
--- The readers hash:
---   field = a read hold (its owner and generation), value = '<count> <deadline>' (the hold
---   count, and when the reader's lease ends, in milliseconds of the server's clock);
+-- Prepended (after lua/holders_read.lua or lua/holders_permit.lua, which name the holders'
+-- kind) to every script that reads a hash of holders that each expire on their own: a
+-- read-write lock's readers, a semaphore's permits.
+-- The holders hash:
+--   field = a hold (its owner and generation), value = '<count> <deadline>' (the hold count,
+--   and when the holder's lease ends, in milliseconds of the server's clock), then for a
+--   permit ' <weight>' (how many permits it holds);
 --   '@' .. owner prefix = the generation of that owner's latest read hold here (its index);
---   '~' = 'readers', the hash's kind, so that another lock's hash under the same key is
---   refused at a glance (a reentrant lock named `{name}:read`).
+--   '~' = KIND ('readers' or 'permits'), the hash's kind, so that another lock's hash under the
+--   same key is refused at a glance (a reentrant lock named `{name}:read`).
 -- Every reader has its own deadline: a crashed reader frees the lock within its own lease,
 -- whatever other readers keep doing, and the hash's expiry is only a bound (at least the latest
 -- deadline), never what keeps a reader. A reader's own requests touch its own fields only (in
@@ -12,7 +15,7 @@
 -- ones whose deadline passed.
 -- Mirrored by the model checker's read-write master (model/src/rw.rs): change both.
 
-local KIND_FIELD, KIND = '~', 'readers'
+local KIND_FIELD = '~'
 
 -- The server's clock, in milliseconds.
 local function now_ms()
@@ -20,13 +23,17 @@ local function now_ms()
     return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 end
 
--- A reader's entry: its count and deadline (nil, nil for a value that is not one).
+-- A holder's entry: its count, deadline and weight (nil for a value that is not one; the
+-- weight is nil for a reader).
 local function parse_reader(value)
-    local count, deadline = string.match(value, '^(%d+) (%d+)$')
-    return tonumber(count), tonumber(deadline)
+    local count, deadline, weight = string.match(value, '^(%d+) (%d+) ?(%d*)$')
+    return tonumber(count), tonumber(deadline), tonumber(weight)
 end
 
-local function reader_value(count, deadline)
+local function reader_value(count, deadline, weight)
+    if weight then
+        return string.format('%d %.0f %d', count, deadline, weight)
+    end
     return string.format('%d %.0f', count, deadline)
 end
 
@@ -92,16 +99,16 @@ local function drop_reader(key, field)
     return false
 end
 
--- `field`'s entry when it is live: its count and deadline (0, 0 when it is not there); an
--- entry whose deadline passed is dropped.
+-- `field`'s entry when it is live: its count, deadline and weight (0, 0 when it is not there);
+-- an entry whose deadline passed is dropped.
 local function reader_entry(key, field, now)
     local value = redis.call('hget', key, field)
     if not value then
         return 0, 0
     end
-    local count, deadline = parse_reader(value)
+    local count, deadline, weight = parse_reader(value)
     if count and deadline > now then
-        return count, deadline
+        return count, deadline, weight
     end
     drop_reader(key, field)
     return 0, 0

@@ -7,15 +7,15 @@ if not_readers(KEYS[1]) then
     return 0
 end
 local now = now_ms()
-local count, deadline = reader_entry(KEYS[1], ARGV[1], now)
+local count, deadline, weight = reader_entry(KEYS[1], ARGV[1], now)
 if count == 0 or count ~= tonumber(ARGV[2]) then
     return 0
 end
 if count == 1 then
-    if drop_reader(KEYS[1], ARGV[1]) and ARGV[3] ~= '' then
+    if departed(drop_reader(KEYS[1], ARGV[1])) and ARGV[3] ~= '' then
         announce(ARGV[3], ARGV[4])
     end
 else
-    redis.call('hset', KEYS[1], ARGV[1], reader_value(count - 1, deadline))
+    redis.call('hset', KEYS[1], ARGV[1], reader_value(count - 1, deadline, weight))
 end
 return 1

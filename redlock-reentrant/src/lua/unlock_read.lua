@@ -12,15 +12,15 @@ if not_readers(KEYS[1]) then
 end
 local now = now_ms()
 local expected = tonumber(ARGV[4])
-local count, deadline = reader_entry(KEYS[1], ARGV[1], now)
+local count, deadline, weight = reader_entry(KEYS[1], ARGV[1], now)
 if count == expected then
     if count == 1 then
-        if drop_reader(KEYS[1], ARGV[1]) then
+        if departed(drop_reader(KEYS[1], ARGV[1])) then
             announce(ARGV[2], ARGV[3])
         end
         return 0
     end
-    redis.call('hset', KEYS[1], ARGV[1], reader_value(count - 1, deadline))
+    redis.call('hset', KEYS[1], ARGV[1], reader_value(count - 1, deadline, weight))
     return count - 1
 end
 if count > 0 and count == expected - 1 then

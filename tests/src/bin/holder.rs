@@ -2,7 +2,8 @@
 //!
 //! `holder NAME TIMEOUT_MS URL...` builds a `LockClient` on the masters `URL...` with a
 //! `TIMEOUT_MS` watchdog timeout, waits for the lock `NAME` (`RLock::acquire`; `read:NAME` and
-//! `write:NAME` take a side of the read-write lock `NAME`), prints
+//! `write:NAME` take a side of the read-write lock `NAME`, `permits:N:NAME` takes N permits of
+//! the semaphore `NAME`, whose count the test set), prints
 //! `ACQUIRED <fencing token>` and holds it: its watchdog renews the lease every third of the
 //! timeout for as long as the process runs. If the hold's lost signal fires, it prints
 //! `LOST <reason>` and keeps running with the guard still in hand, so a test can watch what a
@@ -14,12 +15,14 @@
 //!
 //! The harness drives it through `redlock_testkit::HolderProcess`.
 
+use std::future::Future;
 use std::io::Write as _;
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use nix::unistd::{getppid, Pid};
-use redlock_reentrant::LockClient;
+use redlock_reentrant::{Error, LockClient, LockGuard, LostReason, Permit};
 
 /// How often the holder checks that the process that started it is still there.
 const PARENT_CHECK: Duration = Duration::from_millis(500);
@@ -46,12 +49,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let lock = match name.split_once(':') {
-        Some(("read", name)) => client.get_read_write_lock(name).read_lock(),
-        Some(("write", name)) => client.get_read_write_lock(name).write_lock(),
-        _ => client.get_lock(name),
-    };
-    let guard = match lock.acquire().await {
+    let guard = match take(&client, name).await {
         Ok(guard) => guard,
         Err(err) => {
             eprintln!("holder: could not acquire the lock: {err}");
@@ -68,6 +66,44 @@ async fn main() -> ExitCode {
     parent_gone(parent).await;
     drop(guard);
     ExitCode::SUCCESS
+}
+
+/// What the holder holds: a lock's guard, or a semaphore's permits.
+enum Held {
+    Lock(LockGuard),
+    Permit(Permit),
+}
+
+impl Held {
+    fn fencing_token(&self) -> u64 {
+        match self {
+            Held::Lock(guard) => guard.fencing_token(),
+            Held::Permit(permit) => permit.fencing_token(),
+        }
+    }
+
+    fn lost(&self) -> Pin<Box<dyn Future<Output = LostReason> + Send>> {
+        match self {
+            Held::Lock(guard) => Box::pin(guard.lost()),
+            Held::Permit(permit) => Box::pin(permit.lost()),
+        }
+    }
+}
+
+/// Takes what `name` says (see the module's docs).
+async fn take(client: &LockClient, name: &str) -> Result<Held, Error> {
+    if let Some(("permits", rest)) = name.split_once(':') {
+        let (permits, name) = rest.split_once(':').unwrap_or(("1", rest));
+        let permits = permits.parse().unwrap_or(1);
+        let semaphore = client.get_permit_expirable_semaphore(name)?;
+        return Ok(Held::Permit(semaphore.acquire(permits).await?));
+    }
+    let lock = match name.split_once(':') {
+        Some(("read", name)) => client.get_read_write_lock(name).read_lock(),
+        Some(("write", name)) => client.get_read_write_lock(name).write_lock(),
+        _ => client.get_lock(name),
+    };
+    Ok(Held::Lock(lock.acquire().await?))
 }
 
 /// `NAME TIMEOUT_MS URL...`.

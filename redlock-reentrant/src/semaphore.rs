@@ -1,0 +1,636 @@
+//! `RPermitExpirableSemaphore`: at most N permits out at once, each held by a holder with a
+//! lease of its own, on one master.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redlock_core::lock_kind::FanOut;
+use redlock_core::redis::FromRedisValue;
+use redlock_core::{InvalidArgument, LostReason};
+use tokio_util::sync::CancellationToken;
+
+use crate::kind::{permit_count_key, Kind, Permits};
+use crate::lua::{PermitsChanged, PermitsStatus, PERMITS_SET, PERMITS_STATUS, UNLOCK_PERMIT};
+use crate::{Error, LockClient, LockGuard, RLock, WaitStrategy};
+
+/// A semaphore whose permits expire with their holders: Redisson's
+/// `RPermitExpirableSemaphore` for tokio, without its leaks. At most [`permits`] permits are
+/// out at once, across every process and host.
+///
+/// - **Every permit has a holder and a lease.** [`acquire`] takes permits on the watchdog's
+///   lease, renewed while this process lives (never an infinite lease); [`try_acquire`] takes
+///   a fixed lease or the watchdog's. A crashed holder's permits come back within its lease,
+///   whatever the other holders do: each permit's deadline is its own, on the server's clock.
+/// - **A [`Permit`] is a guard**: it releases its permits when dropped, has an id (for
+///   [`release`] from another process), a fencing token, and a lost signal that fires when
+///   the permits are gone before their release (lease run out, renewal refused, released by
+///   id elsewhere, the semaphore deleted).
+/// - **Releases are owner-checked and never make permits.** A permit is released once; a
+///   second or unknown release is an error ([`InvalidArgument::UnknownPermit`]), so the
+///   permits out never exceed the count and nobody can release more than was taken.
+/// - **Waiters are woken by every release** (pub/sub) and ask again, however many permits
+///   each wants: a waiter for several permits is never left asleep while they are free. Every
+///   wait is also bounded by the earliest lease out, so a lost message costs latency only.
+///   The semaphore is not fair: a waiter for one permit may go in before a waiter for three.
+/// - **The count is configuration**, kept on the server until changed or [`delete`]d:
+///   [`try_set_permits`], [`set_permits`], [`add_permits`], [`drain_permits`]. An unset
+///   semaphore has none. Lowering it below the permits out takes none back: no new permit is
+///   granted until enough are released.
+/// - **One master only.** A semaphore of more than one permit is not sound on a majority of
+///   independent masters (three holders of a 2-permit semaphore can each win two of three
+///   masters), so [`LockClient::get_permit_expirable_semaphore`] refuses a client of several
+///   ([`InvalidArgument::UnsoundOnQuorum`]). A Redis Cluster member is one master. For one
+///   permit on a quorum, use [`RLock`]: it is that semaphore.
+///
+/// [`permits`]: RPermitExpirableSemaphore::permits
+/// [`acquire`]: RPermitExpirableSemaphore::acquire
+/// [`try_acquire`]: RPermitExpirableSemaphore::try_acquire
+/// [`release`]: RPermitExpirableSemaphore::release
+/// [`delete`]: RPermitExpirableSemaphore::delete
+/// [`try_set_permits`]: RPermitExpirableSemaphore::try_set_permits
+/// [`set_permits`]: RPermitExpirableSemaphore::set_permits
+/// [`add_permits`]: RPermitExpirableSemaphore::add_permits
+/// [`drain_permits`]: RPermitExpirableSemaphore::drain_permits
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+/// // At most three workers call the payment provider at once.
+/// let calls = client.get_permit_expirable_semaphore("payment-provider")?;
+/// calls.try_set_permits(3).await?;
+/// let permit = calls.acquire(1).await?;
+/// tokio::select! {
+///     reason = permit.lost() => eprintln!("lost the permit: {reason}"),
+///     () = call_provider() => {}
+/// }
+/// permit.release().await?;
+/// # Ok(()) }
+/// # async fn call_provider() {}
+/// ```
+#[derive(Debug, Clone)]
+pub struct RPermitExpirableSemaphore {
+    client: LockClient,
+    name: Arc<str>,
+    /// The semaphore's key: its permits hash and count are kept beside it.
+    key: Arc<str>,
+    holders: Arc<str>,
+    count_key: Arc<str>,
+    channel: Arc<str>,
+    /// `None`: the client's.
+    wait: Option<WaitStrategy>,
+}
+
+/// What a semaphore's master says of it (see [`RPermitExpirableSemaphore::status`]).
+///
+/// A snapshot: by the time it is read, permits may have come and gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreStatus {
+    /// Whether the count of permits is set (an unset semaphore has none).
+    pub set: bool,
+    /// How many permits the semaphore has.
+    pub permits: u32,
+    /// How many are out: held, their lease not run out. May exceed `permits` after the count
+    /// was lowered.
+    pub acquired: u32,
+}
+
+impl SemaphoreStatus {
+    /// How many permits are free: `permits - acquired`, 0 when more are out than the count.
+    pub fn available(&self) -> u32 {
+        self.permits.saturating_sub(self.acquired)
+    }
+}
+
+/// The id of a permit out: give it to [`RPermitExpirableSemaphore::release`] to release the
+/// permit from anywhere (another task, process or host). It names the permit's holder on the
+/// server; `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PermitId(String);
+
+impl PermitId {
+    /// A permit id received as text (from [`PermitId::as_str`] in another process). Text that
+    /// no permit could have as its id is refused by the release
+    /// ([`InvalidArgument::UnknownPermit`]).
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// The id as text, to hand to another process.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether a permit could have this id: a hold's field (`{owner}:{number}`), never one of
+    /// the permits hash's own fields (`~`, `@…`).
+    fn is_well_formed(&self) -> bool {
+        let Some((owner, number)) = self.0.rsplit_once(':') else {
+            return false;
+        };
+        !owner.is_empty()
+            && !owner.starts_with(['~', '@'])
+            && !number.is_empty()
+            && number.bytes().all(|byte| byte.is_ascii_digit())
+    }
+}
+
+impl std::fmt::Debug for PermitId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PermitId(..)")
+    }
+}
+
+/// Permits out, held until released or dropped (a guard, as [`LockGuard`]): the watchdog
+/// renews an [`RPermitExpirableSemaphore::acquire`]d permit while this process lives; a fixed
+/// lease is never renewed.
+#[must_use = "the permits are released as soon as the permit is dropped"]
+#[derive(Debug)]
+pub struct Permit {
+    guard: LockGuard,
+    id: PermitId,
+    permits: u32,
+}
+
+impl Permit {
+    /// The permit's id (see [`RPermitExpirableSemaphore::release`]).
+    pub fn id(&self) -> &PermitId {
+        &self.id
+    }
+
+    /// How many permits it holds.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Its fencing token: greater than every token handed out by the master before it.
+    pub fn fencing_token(&self) -> u64 {
+        self.guard.fencing_token()
+    }
+
+    /// Waits until the permits are lost (before their release) and says why. Select on it
+    /// next to the work.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        self.guard.lost()
+    }
+
+    /// Whether the permits are lost (see [`LockGuard::is_lost`]).
+    pub fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    /// Why the permits were lost, once they are.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.guard.lost_reason()
+    }
+
+    /// A token cancelled when the permits are lost, for work that must stop with them.
+    pub fn lost_token(&self) -> CancellationToken {
+        self.guard.lost_token()
+    }
+
+    /// Releases the permits and wakes the waiters.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future at any await point still releases: the release is completed in a
+    /// spawned task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockLost`] when the permits were lost before (their lease ran out, they were
+    /// released by id, the semaphore was deleted); [`Error::NoQuorum`] when the master did
+    /// not answer (the permits are given up: they come back with their lease).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(jobs: redlock_reentrant::RPermitExpirableSemaphore) -> Result<(), redlock_reentrant::Error> {
+    /// let permit = jobs.acquire(2).await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(self) -> Result<(), Error> {
+        self.guard.unlock().await
+    }
+}
+
+impl RPermitExpirableSemaphore {
+    pub(crate) fn new(client: LockClient, name: String) -> Result<Self, Error> {
+        let nodes = client.inner.redlock.nodes().len();
+        if nodes > 1 {
+            return Err(InvalidArgument::UnsoundOnQuorum {
+                primitive: "a semaphore",
+                nodes,
+                reason: "each master would count only the permits it granted, and holders that \
+                         each won a different majority could together hold more permits than the \
+                         semaphore has; use one master, or RLock for a single permit",
+            }
+            .into());
+        }
+        let key = client.inner.redlock.config().key_for(&name);
+        Ok(Self {
+            holders: Kind::Permit.hold_key(&key).into(),
+            count_key: permit_count_key(&key).into(),
+            channel: crate::wakeup::channel_of(&key).into(),
+            key: key.into(),
+            name: name.into(),
+            client,
+            wait: None,
+        })
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The same semaphore, its waiters waiting with `strategy` rather than the client's (see
+    /// [`RLock::with_wait_strategy`]).
+    pub fn with_wait_strategy(&self, strategy: WaitStrategy) -> Self {
+        Self {
+            wait: Some(strategy),
+            ..self.clone()
+        }
+    }
+
+    /// Takes `permits` permits, waiting as long as it takes; the watchdog renews their lease
+    /// while this process lives, and they come back within it when the process dies.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future at any await point leaves no permit, no waiter and no renewal
+    /// behind: an attempt in flight is undone by a spawned clean-up.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::ZeroPermits`], [`InvalidArgument::TooManyPermits`] (more than the
+    /// semaphore has: the wait could never end), [`InvalidArgument::EmptyName`],
+    /// [`Error::WrongType`] (the semaphore's keys hold something else), [`Error::NoQuorum`]
+    /// once the client's retry policy is spent, [`Error::Shutdown`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(jobs: redlock_reentrant::RPermitExpirableSemaphore) -> Result<(), redlock_reentrant::Error> {
+    /// let permit = jobs.acquire(1).await?;
+    /// // ... the work ...
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self, permits: u32) -> Result<Permit, Error> {
+        let lock = self.permit_lock(permits)?;
+        Self::permit(lock.acquire().await?, permits)
+    }
+
+    /// Takes `permits` permits if they are free within `wait` (`Duration::ZERO`: one look),
+    /// with a fixed `lease` (never renewed), or the watchdog's with `None`. `None` when they
+    /// were not free in time.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RPermitExpirableSemaphore::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::acquire`], and [`InvalidArgument::ZeroLease`] or
+    /// [`InvalidArgument::LeaseTooShort`] for a lease that can never be valid.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(jobs: redlock_reentrant::RPermitExpirableSemaphore) -> Result<(), redlock_reentrant::Error> {
+    /// use std::time::Duration;
+    /// match jobs.try_acquire(2, Duration::from_secs(5), Some(Duration::from_secs(60))).await? {
+    ///     Some(permit) => permit.release().await?,
+    ///     None => println!("busy"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(
+        &self,
+        permits: u32,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<Permit>, Error> {
+        let lock = self.permit_lock(permits)?;
+        match lock.try_acquire(wait, lease).await? {
+            Some(guard) => Self::permit(guard, permits).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The lock of a hold of `permits` permits, with an owner of its own: a permit is never
+    /// re-entered, and is released once.
+    fn permit_lock(&self, permits: u32) -> Result<RLock, Error> {
+        if permits == 0 {
+            return Err(InvalidArgument::ZeroPermits {
+                name: self.name.to_string(),
+            }
+            .into());
+        }
+        let lock = RLock::permit(
+            self.client.clone(),
+            Arc::clone(&self.name),
+            &self.key,
+            Arc::new(Permits {
+                count_key: Arc::clone(&self.count_key),
+                weight: permits,
+            }),
+            &self.client.new_owner(),
+        );
+        Ok(match self.wait {
+            Some(strategy) => lock.with_wait_strategy(strategy),
+            None => lock,
+        })
+    }
+
+    /// The permit that `guard` holds.
+    fn permit(guard: LockGuard, permits: u32) -> Result<Permit, Error> {
+        Ok(Permit {
+            id: PermitId(guard.hold_field()?.as_str().to_owned()),
+            guard,
+            permits,
+        })
+    }
+
+    /// Releases the permit `id` from anywhere: another task, process or host than the one that
+    /// took it. Its holder is told it lost it (the lost signal fires when renewal finds it
+    /// gone; its own release then says [`Error::LockLost`]). Prefer [`Permit::release`] where
+    /// the permit is at hand.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave the release applied or not; a second call tells which
+    /// ([`InvalidArgument::UnknownPermit`] once it is).
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::UnknownPermit`] when no such permit is out (released already, its
+    /// lease ran out, never issued): nothing is changed, and no permit is ever made by a
+    /// release. [`Error::NoQuorum`] when the master did not answer (it may have been applied).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(jobs: redlock_reentrant::RPermitExpirableSemaphore, id: redlock_reentrant::PermitId) -> Result<(), redlock_reentrant::Error> {
+    /// jobs.release(&id).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(&self, id: &PermitId) -> Result<(), Error> {
+        self.check()?;
+        let unknown = || -> Error {
+            InvalidArgument::UnknownPermit {
+                name: self.name.to_string(),
+            }
+            .into()
+        };
+        if !id.is_well_formed() {
+            return Err(unknown());
+        }
+        let inner = &self.client.inner;
+        let call = UNLOCK_PERMIT
+            .call()
+            .releasing()
+            .key(&*self.holders)
+            .arg(id.as_str())
+            .arg(&*self.channel)
+            .arg(inner.new_request_arg())
+            .arg(1);
+        let left: i64 = self.run(call).await?;
+        match left {
+            0 => Ok(()),
+            _ => Err(unknown()),
+        }
+    }
+
+    /// The count of permits, the permits out and whether the count is set. Permits whose lease
+    /// ran out are not counted (and are purged).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it changes nothing but the purge of expired permits.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::NoQuorum`] (the master did not answer), [`Error::Shutdown`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(jobs: redlock_reentrant::RPermitExpirableSemaphore) -> Result<(), redlock_reentrant::Error> {
+    /// let status = jobs.status().await?;
+    /// println!("{} of {} permits free", status.available(), status.permits);
+    /// # Ok(()) }
+    /// ```
+    pub async fn status(&self) -> Result<SemaphoreStatus, Error> {
+        self.check()?;
+        let call = PERMITS_STATUS
+            .call()
+            .key(&*self.holders)
+            .key(&*self.count_key);
+        let status: PermitsStatus = self.run(call).await?;
+        Ok(SemaphoreStatus {
+            set: status.set,
+            permits: status.count,
+            acquired: status.out,
+        })
+    }
+
+    /// How many permits the semaphore has (0 when unset). Redisson's `getPermits`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RPermitExpirableSemaphore::status`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::status`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(jobs: redlock_reentrant::RPermitExpirableSemaphore) -> Result<(), redlock_reentrant::Error> {
+    /// assert!(jobs.available_permits().await? <= jobs.permits().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn permits(&self) -> Result<u32, Error> {
+        Ok(self.status().await?.permits)
+    }
+
+    /// How many permits are free now (see [`SemaphoreStatus::available`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RPermitExpirableSemaphore::status`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::status`].
+    pub async fn available_permits(&self) -> Result<u32, Error> {
+        Ok(self.status().await?.available())
+    }
+
+    /// How many permits are out now.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RPermitExpirableSemaphore::status`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::status`].
+    pub async fn acquired_permits(&self) -> Result<u32, Error> {
+        Ok(self.status().await?.acquired)
+    }
+
+    /// Sets the count of permits to `permits` unless it is set already; whether it did.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave the count set or not; calling it again is harmless.
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::status`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(jobs: redlock_reentrant::RPermitExpirableSemaphore) -> Result<(), redlock_reentrant::Error> {
+    /// if jobs.try_set_permits(3).await? {
+    ///     println!("this process configured the semaphore");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool, Error> {
+        Ok(self.change("try-set", permits.into()).await?.done)
+    }
+
+    /// Sets the count of permits to `permits`, whatever it was. Permits out stay out; while
+    /// more are out than the new count, none is granted.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave the count set or not; calling it again is harmless.
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::status`].
+    pub async fn set_permits(&self, permits: u32) -> Result<(), Error> {
+        self.change("set", permits.into()).await.map(|_| ())
+    }
+
+    /// Adds `delta` permits to the count (a negative `delta` removes some); returns the new
+    /// count.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave it applied or not, and it is not idempotent: read the
+    /// count before adding again.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::PermitsOutOfRange`] when the count would fall below zero or not fit a
+    /// `u32` (nothing is changed); otherwise as [`RPermitExpirableSemaphore::status`].
+    pub async fn add_permits(&self, delta: i64) -> Result<u32, Error> {
+        let changed = self.change("add", delta).await?;
+        if !changed.done || i64::from(changed.before) + delta > i64::from(u32::MAX) {
+            return Err(InvalidArgument::PermitsOutOfRange {
+                name: self.name.to_string(),
+                count: changed.before,
+                delta,
+            }
+            .into());
+        }
+        Ok(changed.after)
+    }
+
+    /// Takes every free permit away by lowering the count to the permits out; returns how many
+    /// were free. Redisson's `drainPermits`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave it applied or not.
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::status`].
+    pub async fn drain_permits(&self) -> Result<u32, Error> {
+        let changed = self.change("drain", 0).await?;
+        Ok(changed.before - changed.after)
+    }
+
+    /// Deletes the semaphore: its count and every permit out (their holders are told they lost
+    /// them when renewal finds them gone). Whether there was anything to delete.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave it applied or not; calling it again is harmless.
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::status`].
+    pub async fn delete(&self) -> Result<bool, Error> {
+        Ok(self.change("delete", 0).await?.done)
+    }
+
+    async fn change(&self, op: &str, value: i64) -> Result<PermitsChanged, Error> {
+        self.check()?;
+        // Checked here: the script takes any integer, and a count must fit a `u32`.
+        if op == "add" && !(-i64::from(u32::MAX)..=i64::from(u32::MAX)).contains(&value) {
+            return Err(InvalidArgument::PermitsOutOfRange {
+                name: self.name.to_string(),
+                count: 0,
+                delta: value,
+            }
+            .into());
+        }
+        let call = PERMITS_SET
+            .call()
+            .key(&*self.holders)
+            .key(&*self.count_key)
+            .arg(op)
+            .arg(value)
+            .arg(&*self.channel)
+            .arg(self.client.inner.new_request_arg());
+        self.run(call).await
+    }
+
+    /// Checks the client and the name before anything is sent.
+    fn check(&self) -> Result<(), Error> {
+        let inner = &self.client.inner;
+        inner.check_open()?;
+        inner.check_request(&self.name, inner.watchdog.timeout())
+    }
+
+    /// Runs `call` on the semaphore's master, once (a reply lost on the way is an error, and
+    /// the call may have been applied).
+    async fn run<T: FromRedisValue + Clone>(
+        &self,
+        call: redlock_core::lock_kind::ScriptCall,
+    ) -> Result<T, Error> {
+        let inner = &self.client.inner;
+        let fan: FanOut<T> = inner
+            .redlock
+            .nodes()
+            .run_script(&call, inner.node_timeout())
+            .await;
+        if let Some(found) = fan.wrong_type() {
+            return Err(Error::WrongType {
+                key: self.key.to_string(),
+                found,
+            });
+        }
+        let value = fan.values().next().cloned();
+        match value {
+            Some(value) if fan.answered() >= fan.quorum() => Ok(value),
+            _ => Err(Error::no_quorum(&self.name, fan.answered(), fan)),
+        }
+    }
+}
