@@ -244,6 +244,17 @@ pub enum InvalidArgument {
         /// What was to be added.
         delta: i64,
     },
+    /// A release of permits that the semaphore handle does not hold (more than it took, or
+    /// part of one acquisition): nothing is released.
+    #[error("invalid argument: {asked} permits released of the semaphore `{name}`, whose handle holds {held} in other lots")]
+    PermitsNotHeld {
+        /// The semaphore's name.
+        name: String,
+        /// How many were to be released.
+        asked: u32,
+        /// How many the handle holds.
+        held: u32,
+    },
     /// A permit id that is not out: never issued, released already, or its lease ran out.
     #[error("invalid argument: no such permit of the semaphore `{name}` is out (released, expired or never issued)")]
     UnknownPermit {

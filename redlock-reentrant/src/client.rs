@@ -10,7 +10,10 @@ use crate::config::{ConfigError, LockClientConfig};
 use crate::inner::Inner;
 use crate::kind::Kind;
 use crate::wakeup::Wakeups;
-use crate::{LockOwner, RLock, RPermitExpirableSemaphore, RReadWriteLock, WaitStrategy};
+use crate::{
+    LockOwner, RLock, RPermitExpirableSemaphore, RReadWriteLock, RSemaphore, UnownedSemaphore,
+    WaitStrategy,
+};
 
 /// A connection to N independent Redis masters that hands out [`RLock`]s.
 ///
@@ -132,6 +135,53 @@ impl LockClient {
         name: impl Into<String>,
     ) -> Result<RPermitExpirableSemaphore, Error> {
         RPermitExpirableSemaphore::new(self.clone(), name.into())
+    }
+
+    /// The semaphore `name` with Redisson's `RSemaphore` verbs (`acquire(n)`, `release(n)`),
+    /// whose permits come back when their holder dies (see [`RSemaphore`]): the same
+    /// semaphore as [`LockClient::get_permit_expirable_semaphore`] of that name.
+    ///
+    /// # Errors
+    ///
+    /// As [`LockClient::get_permit_expirable_semaphore`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// let workers = client.get_semaphore("workers")?;
+    /// if workers.try_acquire(1, std::time::Duration::from_secs(1)).await? {
+    ///     workers.release(1).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn get_semaphore(&self, name: impl Into<String>) -> Result<RSemaphore, Error> {
+        Ok(RSemaphore::new(self.get_permit_expirable_semaphore(name)?))
+    }
+
+    /// The semaphore `name` as Redisson's plain counter, with no holders: **its permits leak
+    /// on a crash** (see [`UnownedSemaphore`]). Its count is the permit semaphore's of that name.
+    ///
+    /// # Errors
+    ///
+    /// As [`LockClient::get_permit_expirable_semaphore`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// let tickets = client.get_unowned_semaphore("tickets")?;
+    /// tickets.acquire(1).await?;
+    /// tickets.release(1).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_unowned_semaphore(
+        &self,
+        name: impl Into<String>,
+    ) -> Result<UnownedSemaphore, Error> {
+        Ok(UnownedSemaphore::new(
+            self.get_permit_expirable_semaphore(name)?,
+        ))
     }
 
     /// A new explicit owner, for work that moves between tasks (see [`LockOwner`]).

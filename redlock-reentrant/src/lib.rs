@@ -76,6 +76,7 @@ mod rwlock;
 #[doc(hidden)]
 pub mod sabotage;
 mod semaphore;
+mod semaphore_compat;
 #[cfg(test)]
 mod test_support;
 mod unlock;
@@ -94,6 +95,7 @@ pub use owner::LockOwner;
 pub use rlock::RLock;
 pub use rwlock::RReadWriteLock;
 pub use semaphore::{Permit, PermitId, RPermitExpirableSemaphore, SemaphoreStatus};
+pub use semaphore_compat::{RSemaphore, UnownedSemaphore};
 pub use wait_strategy::WaitStrategy;
 
 /// The errors of every lock of the workspace: one type, defined by the quorum core.

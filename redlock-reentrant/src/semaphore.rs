@@ -580,10 +580,13 @@ impl RPermitExpirableSemaphore {
         Ok(self.change("delete", 0).await?.done)
     }
 
-    async fn change(&self, op: &str, value: i64) -> Result<PermitsChanged, Error> {
+    /// Runs `op` of `lua/permits_set.lua` with `value`.
+    pub(crate) async fn change(&self, op: &str, value: i64) -> Result<PermitsChanged, Error> {
         self.check()?;
         // Checked here: the script takes any integer, and a count must fit a `u32`.
-        if op == "add" && !(-i64::from(u32::MAX)..=i64::from(u32::MAX)).contains(&value) {
+        if matches!(op, "add" | "take")
+            && !(-i64::from(u32::MAX)..=i64::from(u32::MAX)).contains(&value)
+        {
             return Err(InvalidArgument::PermitsOutOfRange {
                 name: self.name.to_string(),
                 count: 0,
@@ -602,8 +605,18 @@ impl RPermitExpirableSemaphore {
         self.run(call).await
     }
 
+    /// The client it was built by.
+    pub(crate) fn client(&self) -> &LockClient {
+        &self.client
+    }
+
+    /// The channel its changes are announced on.
+    pub(crate) fn channel(&self) -> &str {
+        &self.channel
+    }
+
     /// Checks the client and the name before anything is sent.
-    fn check(&self) -> Result<(), Error> {
+    pub(crate) fn check(&self) -> Result<(), Error> {
         let inner = &self.client.inner;
         inner.check_open()?;
         inner.check_request(&self.name, inner.watchdog.timeout())

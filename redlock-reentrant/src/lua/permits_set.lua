@@ -4,11 +4,12 @@
 -- KEYS[1]: the permits hash. KEYS[2]: the count of permits.
 -- ARGV[1]: what to do: 'try-set' (set the count to ARGV[2] if it is not set), 'set' (to
 -- ARGV[2]), 'add' (add ARGV[2], which may be negative; refused if the count would fall below
--- zero), 'drain' (lower the count to the permits out: none is free any more), 'delete' (the
+-- zero), 'take' (lower it by ARGV[2] if that many are free: an unowned acquisition, refused
+-- otherwise), 'drain' (lower the count to the permits out: none is free any more), 'delete' (the
 -- count and every permit out: their holders are told they lost them when renewal finds them
 -- gone). ARGV[3]: the semaphore's channel. ARGV[4]: the message.
--- Returns {done (1, or 0: 'try-set' found a count, 'add' would go below zero, 'delete' found
--- nothing), the count before, the count after, the permits out}.
+-- Returns {done (1, or 0: 'try-set' found a count, 'add' would go below zero, 'take' found too
+-- few free, 'delete' found nothing), the count before, the count after, the permits out}.
 local wrong = not_readers(KEYS[1])
 if wrong then
     return wrong
@@ -32,6 +33,11 @@ elseif op == 'add' then
     if after < 0 then
         return {0, count, count, out}
     end
+elseif op == 'take' then
+    if count - out < value then
+        return {0, count, count, out}
+    end
+    after = count - value
 elseif op == 'drain' then
     after = math.min(count, out)
 elseif op == 'delete' then
@@ -44,5 +50,7 @@ else
     return redis.error_reply('ERR unknown semaphore operation')
 end
 redis.call('set', KEYS[2], string.format('%d', after))
-announce(ARGV[3], ARGV[4])
+if op ~= 'take' then
+    announce(ARGV[3], ARGV[4])
+end
 return {1, count, after, out}

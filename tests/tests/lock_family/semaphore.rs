@@ -370,3 +370,99 @@ async fn on_several_masters_a_semaphore_is_refused_before_anything_is_sent() {
     );
     assert_eq!(cluster.count_keys("*"), 0, "nothing was sent");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_verbs_release_only_what_the_handle_took() {
+    let cluster = RedisCluster::start(1);
+    let alice = client(&cluster, WATCHDOG).await;
+    let bob = client(&cluster, WATCHDOG).await;
+    let (a, b) = (
+        alice.get_semaphore("workers").expect("one master"),
+        bob.get_semaphore("workers").expect("one master"),
+    );
+    assert!(a.try_set_permits(3).await.expect("set"));
+    a.acquire(2).await.expect("two");
+    assert!(a.try_acquire(1, Duration::ZERO).await.expect("try"));
+    assert!(
+        !b.try_acquire(1, Duration::ZERO).await.expect("try"),
+        "three out"
+    );
+    let foreign = b.release(1).await;
+    assert!(
+        matches!(
+            foreign,
+            Err(Error::InvalidArgument(InvalidArgument::PermitsNotHeld {
+                asked: 1,
+                held: 0,
+                ..
+            }))
+        ),
+        "{foreign:?}"
+    );
+    assert_eq!(
+        a.available_permits().await.expect("status"),
+        0,
+        "nothing made"
+    );
+    a.release(2).await.expect("the two taken together");
+    assert_eq!(
+        (
+            a.held_permits(),
+            a.available_permits().await.expect("status")
+        ),
+        (1, 2)
+    );
+    let part = a.release(2).await;
+    assert!(
+        matches!(
+            part,
+            Err(Error::InvalidArgument(InvalidArgument::PermitsNotHeld {
+                asked: 2,
+                held: 1,
+                ..
+            }))
+        ),
+        "{part:?}"
+    );
+    assert_eq!(a.held_permits(), 1, "all or none");
+    // The last handle dropped gives back what it holds.
+    drop(a);
+    assert!(
+        b.try_acquire(3, PATIENCE).await.expect("try"),
+        "the dropped handle's permit came back"
+    );
+    b.release(3).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unowned_counter_is_redissons_and_says_so() {
+    let cluster = RedisCluster::start(1);
+    let alice = client(&cluster, WATCHDOG).await;
+    let bob = client(&cluster, WATCHDOG).await;
+    let (a, b) = (
+        alice.get_unowned_semaphore("tickets").expect("one master"),
+        bob.get_unowned_semaphore("tickets").expect("one master"),
+    );
+    // A release with no acquisition makes permits: the documented leak of this type.
+    a.release(2).await.expect("release");
+    assert_eq!(b.available_permits().await.expect("status"), 2);
+    b.acquire(2).await.expect("two");
+    assert!(
+        !a.try_acquire(1, Duration::ZERO).await.expect("try"),
+        "none left"
+    );
+    let waiter = tokio::spawn({
+        let a = a.clone();
+        async move { a.try_acquire(1, PATIENCE).await }
+    });
+    b.release(1).await.expect("anyone releases");
+    assert!(
+        tokio::time::timeout(PATIENCE, waiter)
+            .await
+            .expect("the waiter hears the release")
+            .expect("task")
+            .expect("try"),
+        "the waiter took it"
+    );
+    assert_eq!(a.available_permits().await.expect("status"), 0);
+}
