@@ -244,6 +244,12 @@ pub enum InvalidArgument {
         /// What was to be added.
         delta: i64,
     },
+    /// A count-down latch armed with a count of zero: it would be open at once.
+    #[error("invalid argument: the count-down latch `{name}` needs a count of at least one")]
+    ZeroCount {
+        /// The latch's name.
+        name: String,
+    },
     /// A release of permits that the semaphore handle does not hold (more than it took, or
     /// part of one acquisition): nothing is released.
     #[error("invalid argument: {asked} permits released of the semaphore `{name}`, whose handle holds {held} in other lots")]

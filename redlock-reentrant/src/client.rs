@@ -11,8 +11,8 @@ use crate::inner::Inner;
 use crate::kind::Kind;
 use crate::wakeup::Wakeups;
 use crate::{
-    LockOwner, RLock, RPermitExpirableSemaphore, RReadWriteLock, RSemaphore, UnownedSemaphore,
-    WaitStrategy,
+    LockOwner, RCountDownLatch, RLock, RPermitExpirableSemaphore, RReadWriteLock, RSemaphore,
+    UnownedSemaphore, WaitStrategy,
 };
 
 /// A connection to N independent Redis masters that hands out [`RLock`]s.
@@ -182,6 +182,27 @@ impl LockClient {
         Ok(UnownedSemaphore::new(
             self.get_permit_expirable_semaphore(name)?,
         ))
+    }
+
+    /// The count-down latch `name` (see [`RCountDownLatch`]), kept beside the key prefix plus
+    /// the name, in `:latch` and `:latch-done`. Nothing is sent yet.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::UnsoundOnQuorum`](crate::InvalidArgument::UnsoundOnQuorum) when the
+    /// client has several masters: the latch is sound on one only.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// let ready = client.get_count_down_latch("ready")?;
+    /// ready.try_set_count(2).await?;
+    /// ready.count_down().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_count_down_latch(&self, name: impl Into<String>) -> Result<RCountDownLatch, Error> {
+        RCountDownLatch::new(self.clone(), name.into())
     }
 
     /// A new explicit owner, for work that moves between tasks (see [`LockOwner`]).

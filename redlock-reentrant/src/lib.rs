@@ -67,8 +67,10 @@ mod holds;
 mod inner;
 mod inspect;
 mod kind;
+mod latch;
 mod lua;
 mod multilock;
+mod one_master;
 mod owner;
 mod rlock;
 mod rwlock;
@@ -90,6 +92,7 @@ pub use fencing_stats::FencingStats;
 pub use guard::LockGuard;
 pub use inner::FENCE_COUNTER;
 pub use inspect::LockStatus;
+pub use latch::{RCountDownLatch, LATCH_TTL};
 pub use multilock::{MultiGuard, MultiLock};
 pub use owner::LockOwner;
 pub use rlock::RLock;
@@ -148,6 +151,21 @@ fn public_futures_are_send(client: &LockClient, lock: &RLock, guard: LockGuard) 
         send(semaphore.add_permits(1));
         send(semaphore.drain_permits());
         send(semaphore.delete());
+    }
+    if let Ok(latch) = client.get_count_down_latch("l") {
+        send(latch.try_set_count(1));
+        send(latch.count_down());
+        send(latch.count());
+        send(latch.wait(std::time::Duration::ZERO));
+        send(latch.delete());
+    }
+    if let Ok(semaphore) = client.get_semaphore("s") {
+        send(semaphore.acquire(1));
+        send(semaphore.release(1));
+    }
+    if let Ok(semaphore) = client.get_unowned_semaphore("s") {
+        send(semaphore.acquire(1));
+        send(semaphore.release(1));
     }
     let multi = MultiLock::new([lock.clone()]).expect("one member");
     send(multi.acquire());

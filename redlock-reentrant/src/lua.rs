@@ -194,6 +194,38 @@ announcing!(
     pub(crate) PERMITS_SET, PERMITS_SET_ON_CLUSTER, "lua/holders_permit.lua", "lua/rw_common.lua", "lua/permits_common.lua", "lua/permits_set.lua"
 );
 
+announcing!(
+    /// Arms, reads, counts down or deletes a count-down latch on one node (`lua/latch.lua`);
+    /// answers [`LatchReply`].
+    pub(crate) LATCH, LATCH_ON_CLUSTER, "lua/latch.lua"
+);
+
+/// A node's answer to [`LATCH`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LatchReply {
+    /// The arming, count-down or deletion applied here.
+    pub(crate) done: bool,
+    /// A round is armed (not open).
+    pub(crate) armed: bool,
+    /// How many count-downs the round still needs (0 when open).
+    pub(crate) left: u32,
+    /// The round's generation ('' when open).
+    pub(crate) generation: String,
+}
+
+impl FromRedisValue for LatchReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (done, armed, left, generation): (i64, i64, i64, String) =
+            redis::from_redis_value(value)?;
+        Ok(LatchReply {
+            done: done == 1,
+            armed: armed == 1,
+            left: permits(left)?,
+            generation,
+        })
+    }
+}
+
 /// What one node knows of a semaphore (`lua/permits_status.lua`); answers [`PermitsStatus`].
 pub(crate) static PERMITS_STATUS: LockScript = LockScript::new(concat!(
     include_str!("lua/holders_permit.lua"),

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::lock_kind::FanOut;
+use redlock_core::lock_kind::ScriptCall;
 use redlock_core::redis::FromRedisValue;
 use redlock_core::{InvalidArgument, LostReason};
 use tokio_util::sync::CancellationToken;
@@ -222,17 +222,13 @@ impl Permit {
 
 impl RPermitExpirableSemaphore {
     pub(crate) fn new(client: LockClient, name: String) -> Result<Self, Error> {
-        let nodes = client.inner.redlock.nodes().len();
-        if nodes > 1 {
-            return Err(InvalidArgument::UnsoundOnQuorum {
-                primitive: "a semaphore",
-                nodes,
-                reason: "each master would count only the permits it granted, and holders that \
-                         each won a different majority could together hold more permits than the \
-                         semaphore has; use one master, or RLock for a single permit",
-            }
-            .into());
-        }
+        crate::one_master::refuse_quorum(
+            &client.inner,
+            "a semaphore",
+            "each master would count only the permits it granted, and holders that each won a \
+             different majority could together hold more permits than the semaphore has; use \
+             one master, or RLock for a single permit",
+        )?;
         let key = client.inner.redlock.config().key_for(&name);
         Ok(Self {
             holders: Kind::Permit.hold_key(&key).into(),
@@ -622,28 +618,8 @@ impl RPermitExpirableSemaphore {
         inner.check_request(&self.name, inner.watchdog.timeout())
     }
 
-    /// Runs `call` on the semaphore's master, once (a reply lost on the way is an error, and
-    /// the call may have been applied).
-    async fn run<T: FromRedisValue + Clone>(
-        &self,
-        call: redlock_core::lock_kind::ScriptCall,
-    ) -> Result<T, Error> {
-        let inner = &self.client.inner;
-        let fan: FanOut<T> = inner
-            .redlock
-            .nodes()
-            .run_script(&call, inner.node_timeout())
-            .await;
-        if let Some(found) = fan.wrong_type() {
-            return Err(Error::WrongType {
-                key: self.key.to_string(),
-                found,
-            });
-        }
-        let value = fan.values().next().cloned();
-        match value {
-            Some(value) if fan.answered() >= fan.quorum() => Ok(value),
-            _ => Err(Error::no_quorum(&self.name, fan.answered(), fan)),
-        }
+    /// Runs `call` on the semaphore's master, once.
+    async fn run<T: FromRedisValue + Clone>(&self, call: ScriptCall) -> Result<T, Error> {
+        crate::one_master::run_once(&self.client.inner, &self.name, &self.key, call).await
     }
 }

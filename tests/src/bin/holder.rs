@@ -3,7 +3,8 @@
 //! `holder NAME TIMEOUT_MS URL...` builds a `LockClient` on the masters `URL...` with a
 //! `TIMEOUT_MS` watchdog timeout, waits for the lock `NAME` (`RLock::acquire`; `read:NAME` and
 //! `write:NAME` take a side of the read-write lock `NAME`, `permits:N:NAME` takes N permits of
-//! the semaphore `NAME`, whose count the test set), prints
+//! the semaphore `NAME`, whose count the test set, and `count-down:ID:NAME` counts the latch
+//! `NAME` down as `ID` and holds nothing), prints
 //! `ACQUIRED <fencing token>` and holds it: its watchdog renews the lease every third of the
 //! timeout for as long as the process runs. If the hold's lost signal fires, it prints
 //! `LOST <reason>` and keeps running with the guard still in hand, so a test can watch what a
@@ -72,6 +73,8 @@ async fn main() -> ExitCode {
 enum Held {
     Lock(LockGuard),
     Permit(Permit),
+    /// A count-down, done: nothing to hold.
+    Nothing,
 }
 
 impl Held {
@@ -79,6 +82,7 @@ impl Held {
         match self {
             Held::Lock(guard) => guard.fencing_token(),
             Held::Permit(permit) => permit.fencing_token(),
+            Held::Nothing => 0,
         }
     }
 
@@ -86,12 +90,18 @@ impl Held {
         match self {
             Held::Lock(guard) => Box::pin(guard.lost()),
             Held::Permit(permit) => Box::pin(permit.lost()),
+            Held::Nothing => Box::pin(std::future::pending()),
         }
     }
 }
 
 /// Takes what `name` says (see the module's docs).
 async fn take(client: &LockClient, name: &str) -> Result<Held, Error> {
+    if let Some(("count-down", rest)) = name.split_once(':') {
+        let (id, name) = rest.split_once(':').unwrap_or((rest, rest));
+        client.get_count_down_latch(name)?.count_down_as(id).await?;
+        return Ok(Held::Nothing);
+    }
     if let Some(("permits", rest)) = name.split_once(':') {
         let (permits, name) = rest.split_once(':').unwrap_or(("1", rest));
         let permits = permits.parse().unwrap_or(1);

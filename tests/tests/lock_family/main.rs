@@ -1,8 +1,9 @@
 //! The lock family beside `RLock`, on real masters: the read-write lock (`read_write`), the
-//! multi-lock (`multi`), the spinning wait strategy (`spin`) and the permit semaphore
-//! (`semaphore`). One test binary for them all: each binary is linked on its own, and CI runs
+//! multi-lock (`multi`), the spinning wait strategy (`spin`), the permit semaphore
+//! (`semaphore`) and the count-down latch (`latch`). One test binary for them all: each binary is linked on its own, and CI runs
 //! on two cores.
 
+mod latch;
 mod multi;
 mod read_write;
 mod semaphore;

@@ -1,0 +1,321 @@
+//! `RCountDownLatch`: wait until N count-downs happened, across processes and hosts, on one
+//! master.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redlock_core::quorum::lease_millis;
+use redlock_core::InvalidArgument;
+use tokio::time::Instant;
+
+use crate::lua::{LatchReply, LATCH};
+use crate::{Error, LockClient};
+
+/// How long a latch lives after its arming or its latest count-down, unless
+/// [`RCountDownLatch::try_set_count_with_ttl`] says otherwise: one day.
+pub const LATCH_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How long a waiter waits between looks when no opening is heard: a lost announcement costs
+/// this much, never the wait.
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
+
+/// A count-down latch: Redisson's `RCountDownLatch` for tokio, without its double counts.
+/// Armed with a count ([`try_set_count`]), it opens once that many count-downs happened, and
+/// every [`wait`](RCountDownLatch::wait)er returns.
+///
+/// - **A count-down counts once.** Each has an id: [`count_down`] makes one per call and keeps
+///   it across its retries (a retried count-down is not a second one, where Redisson's may
+///   count twice or not be retried at all); [`count_down_as`] takes the caller's, so the same
+///   shard counting down twice (a restarted process) counts once.
+/// - **Rounds do not mix.** Every arming starts a round with a new generation; a count-down
+///   belongs to the round it saw, and one that arrives late (after its round opened and the
+///   latch was armed again) never counts in the next round.
+/// - **Nothing lives forever.** The latch's keys expire a [`LATCH_TTL`] (or the chosen ttl)
+///   after its arming or latest count-down, and are deleted when it opens.
+/// - **Redisson's semantics otherwise**: an unset latch is open (its count is 0, and waiting
+///   on it returns at once); a count-down of an open latch does nothing; a latch can be armed
+///   again once it opened or was deleted.
+/// - **Waits are bounded and woken**: the opening is announced (pub/sub), and a waiter looks
+///   again every second anyway.
+/// - **One master only.** A counter on several independent masters can open early or never
+///   (a count-down that reached a minority), so
+///   [`LockClient::get_count_down_latch`] refuses a client of several
+///   ([`InvalidArgument::UnsoundOnQuorum`]). A Redis Cluster member is one master.
+///
+/// [`try_set_count`]: RCountDownLatch::try_set_count
+/// [`count_down`]: RCountDownLatch::count_down
+/// [`count_down_as`]: RCountDownLatch::count_down_as
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+/// use std::time::Duration;
+/// // Start when all five shards have loaded.
+/// let loaded = client.get_count_down_latch("shards-loaded")?;
+/// loaded.try_set_count(5).await?;
+/// // ... in each shard, once it loaded:
+/// loaded.count_down_as("shard-3").await?;
+/// // ... in the coordinator:
+/// if loaded.wait(Duration::from_secs(300)).await? {
+///     println!("every shard loaded");
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RCountDownLatch {
+    client: LockClient,
+    name: Arc<str>,
+    /// The latch's hash (its count, round and ttl) and the round's count-down ids.
+    latch: Arc<str>,
+    done: Arc<str>,
+    channel: Arc<str>,
+}
+
+impl RCountDownLatch {
+    pub(crate) fn new(client: LockClient, name: String) -> Result<Self, Error> {
+        crate::one_master::refuse_quorum(
+            &client.inner,
+            "a count-down latch",
+            "a count-down that reached only some masters leaves them counting differently, and \
+             a majority's answers can open the latch early or never; use one master",
+        )?;
+        let key = client.inner.redlock.config().key_for(&name);
+        Ok(Self {
+            latch: format!("{key}:latch").into(),
+            done: format!("{key}:latch-done").into(),
+            channel: crate::wakeup::channel_of(&key).into(),
+            name: name.into(),
+            client,
+        })
+    }
+
+    /// The latch's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Arms the latch with `count` count-downs, to live a [`LATCH_TTL`] after its arming or
+    /// latest count-down, unless a round is armed already; whether it did.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave it armed or not; calling it again is harmless.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::ZeroCount`], [`InvalidArgument::EmptyName`], [`Error::WrongType`]
+    /// (the latch's keys hold something else), [`Error::NoQuorum`] (the master did not answer),
+    /// [`Error::Shutdown`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(latch: redlock_reentrant::RCountDownLatch) -> Result<(), redlock_reentrant::Error> {
+    /// if !latch.try_set_count(3).await? {
+    ///     println!("a round is under way");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_set_count(&self, count: u32) -> Result<bool, Error> {
+        self.try_set_count_with_ttl(count, LATCH_TTL).await
+    }
+
+    /// [`RCountDownLatch::try_set_count`], living `ttl` after its arming or latest count-down.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RCountDownLatch::try_set_count`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RCountDownLatch::try_set_count`], and [`InvalidArgument::ZeroLease`] for a zero
+    /// `ttl` or [`InvalidArgument::LeaseTooLong`].
+    pub async fn try_set_count_with_ttl(&self, count: u32, ttl: Duration) -> Result<bool, Error> {
+        if count == 0 {
+            return Err(InvalidArgument::ZeroCount {
+                name: self.name.to_string(),
+            }
+            .into());
+        }
+        self.check(ttl)?;
+        let generation = self.client.inner.new_request_arg().0.to_string();
+        let reply = self
+            .run("arm", &count.to_string(), &generation, lease_millis(ttl))
+            .await?;
+        Ok(reply.done)
+    }
+
+    /// Counts down once, under an id of its own: retried, it still counts once. Nothing when
+    /// the latch is open (or unset).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave the count-down applied or not; it counts once at most.
+    ///
+    /// # Errors
+    ///
+    /// As [`RCountDownLatch::try_set_count`]; [`Error::NoQuorum`] once the client's retry
+    /// policy is spent (the count-down may have been applied).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(latch: redlock_reentrant::RCountDownLatch) -> Result<(), redlock_reentrant::Error> {
+    /// latch.count_down().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn count_down(&self) -> Result<(), Error> {
+        let id = format!("{}", self.client.inner.new_request_arg().0);
+        self.count_down_as(&id).await
+    }
+
+    /// Counts down once as `id`: every count-down of one round with the same id counts once
+    /// (a shard that reports twice, a process restarted half-way). Nothing when the latch is
+    /// open (or unset).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RCountDownLatch::count_down`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RCountDownLatch::count_down`], and [`InvalidArgument::EmptyName`] for an empty id.
+    pub async fn count_down_as(&self, id: &str) -> Result<(), Error> {
+        if id.is_empty() {
+            return Err(InvalidArgument::EmptyName.into());
+        }
+        self.check(LATCH_TTL)?;
+        // The round this count-down belongs to: the one armed now. A count-down that arrives
+        // after its round opened and the latch was armed again is not the new round's.
+        let status = self.run("status", "", "", 0).await?;
+        if !status.armed {
+            return Ok(());
+        }
+        let mut retries = self.client.inner.redlock.config().retry.backoff();
+        loop {
+            match self.run("count-down", id, &status.generation, 0).await {
+                Ok(_) => return Ok(()),
+                // The same id again: counted once, wherever the first try landed.
+                Err(err) if err.is_retryable() => match retries.next_delay() {
+                    Some(pause) => tokio::time::sleep(pause).await,
+                    None => return Err(err),
+                },
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// How many count-downs the latch still needs: 0 when it is open (or unset).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    ///
+    /// # Errors
+    ///
+    /// As [`RCountDownLatch::try_set_count`].
+    pub async fn count(&self) -> Result<u32, Error> {
+        self.check(LATCH_TTL)?;
+        Ok(self.run("status", "", "", 0).await?.left)
+    }
+
+    /// Waits up to `wait` for the latch to open; whether it did. An unset latch is open.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`RCountDownLatch::count`]: a master that stops answering ends the wait with
+    /// [`Error::NoQuorum`] once the client's retry policy is spent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(latch: redlock_reentrant::RCountDownLatch) -> Result<(), redlock_reentrant::Error> {
+    /// use std::time::Duration;
+    /// let opened = latch.wait(Duration::from_secs(60)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait(&self, wait: Duration) -> Result<bool, Error> {
+        let deadline = Instant::now().checked_add(wait);
+        let mut subscription = None;
+        let mut retries = self.client.inner.redlock.config().retry.backoff();
+        loop {
+            match self.count().await {
+                Ok(0) => return Ok(true),
+                Ok(_) => retries = self.client.inner.redlock.config().retry.backoff(),
+                Err(err) if err.is_retryable() => {
+                    if retries.next_delay().is_none() {
+                        return Err(err);
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+            let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+            if left == Some(Duration::ZERO) {
+                return Ok(false);
+            }
+            let Some(heard) = &subscription else {
+                // Listen, then look again: an opening between the two still wakes this waiter.
+                let wakeups = &self.client.inner.wakeups;
+                subscription = Some(wakeups.subscribe(&self.channel, true).await);
+                continue;
+            };
+            let pause = left.map_or(LOOK_AGAIN, |left| left.min(LOOK_AGAIN));
+            let _ = tokio::time::timeout(pause, heard.notify().notified()).await;
+        }
+    }
+
+    /// Deletes the latch: it is open (its waiters return), and can be armed again. Whether
+    /// there was a round to delete.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave it deleted or not; calling it again is harmless.
+    ///
+    /// # Errors
+    ///
+    /// As [`RCountDownLatch::try_set_count`].
+    pub async fn delete(&self) -> Result<bool, Error> {
+        self.check(LATCH_TTL)?;
+        Ok(self.run("delete", "", "", 0).await?.done)
+    }
+
+    fn check(&self, ttl: Duration) -> Result<(), Error> {
+        let inner = &self.client.inner;
+        inner.check_open()?;
+        if ttl.is_zero() {
+            return Err(InvalidArgument::ZeroLease.into());
+        }
+        if lease_millis(ttl) > i64::MAX as u64 / 2 {
+            return Err(InvalidArgument::LeaseTooLong { lease: ttl }.into());
+        }
+        inner.check_request(&self.name, inner.watchdog.timeout())
+    }
+
+    /// Runs `op` of `lua/latch.lua` on the master, once, with its arguments (`ARGV[2]` and
+    /// `ARGV[3]`, `ARGV[6]`: the ttl in milliseconds, for an arming).
+    async fn run(
+        &self,
+        op: &str,
+        first: &str,
+        second: &str,
+        ttl_ms: u64,
+    ) -> Result<LatchReply, Error> {
+        let inner = &self.client.inner;
+        let call = LATCH
+            .call()
+            .key(&*self.latch)
+            .key(&*self.done)
+            .arg(op)
+            .arg(first)
+            .arg(second)
+            .arg(&*self.channel)
+            .arg(inner.new_request_arg())
+            .arg(ttl_ms);
+        crate::one_master::run_once(inner, &self.name, &self.latch, call).await
+    }
+}
