@@ -16,7 +16,7 @@ use crate::gate::Ticket;
 use crate::hold::{new_generation, AcquirePlan, Grant, Hold, LeaseMode};
 use crate::holds::{HoldGuard, HoldKey, Target};
 use crate::inner::Inner;
-use crate::kind::Kind;
+use crate::kind::{Kind, LockKeys};
 use crate::lua::{AcquireReply, Applied, FENCE};
 
 /// What one attempt achieved.
@@ -105,12 +105,16 @@ pub(crate) async fn attempt(
         .key(target.key())
         .key(&*target.fence_key);
     // A read-write lock's side also reads the other side and the waiting writers.
-    let call = match (&target.rw, &target.permits, target.kind()) {
-        (Some(rw), _, Kind::Read) => call.key(&*rw.writer).key(&*rw.waiting),
-        (Some(rw), _, Kind::Write) => call.key(&*rw.readers).key(&*rw.waiting),
+    let call = match (&target.keys, target.kind()) {
+        (LockKeys::ReadWrite(rw), Kind::Read) => call.key(&*rw.writer).key(&*rw.waiting),
+        (LockKeys::ReadWrite(rw), _) => call.key(&*rw.readers).key(&*rw.waiting),
         // A semaphore's permits also read its count.
-        (_, Some(permits), Kind::Permit) => call.key(&*permits.count_key),
-        _ => call,
+        (LockKeys::Permits(permits), _) => call.key(&*permits.count_key),
+        (LockKeys::Fair(fair), _) => call
+            .key(&*fair.queue)
+            .key(&*fair.heartbeats)
+            .key(&*fair.tickets),
+        (LockKeys::Own, _) => call,
     };
     let call = call
         .arg(field.as_str())
@@ -118,11 +122,12 @@ pub(crate) async fn attempt(
         .arg(expected)
         .arg(inner.token_hint())
         .arg(target.field_arg(None));
-    let call = match (target.kind(), &target.permits) {
-        (Kind::Write, _) => call
+    let call = match &target.keys {
+        // A writer or a fair lock's waiter that will wait registers, with its heartbeat.
+        LockKeys::ReadWrite(_) | LockKeys::Fair(_) if target.kind() != Kind::Read => call
             .arg(u8::from(waits))
             .arg(lease_millis(inner.writer_heartbeat())),
-        (Kind::Permit, Some(permits)) => call.arg(permits.weight),
+        LockKeys::Permits(permits) => call.arg(permits.weight),
         _ => call,
     };
     // Decided once a majority granted, or a majority answered and too few can still grant; the
@@ -282,18 +287,20 @@ pub(crate) fn refuse_clash(inner: &Inner, target: &Target) -> Result<(), Error> 
 /// Whether a new hold of `target` takes a turn in the client's line for it. A reader does not:
 /// readers do not exclude each other, so the client's readers ask the nodes at once, side by
 /// side (and a writer's new read hold, a downgrade, could otherwise wait behind a reader that
-/// waits for it). Nor does a permit: permits are many, and each has an owner of its own.
+/// waits for it). Nor does a permit: permits are many, and each has an owner of its own. Nor
+/// does a fair lock's waiter: its place is its ticket in the queue on the nodes, which every
+/// waiting task takes for itself.
 pub(crate) fn takes_turns(target: &Target) -> bool {
-    !matches!(target.kind(), Kind::Read | Kind::Permit)
+    !matches!(target.kind(), Kind::Read | Kind::Permit | Kind::Fair)
 }
 
 /// Whether `target`'s owner holds a hold of kind `kind` of the lock `target` is of (live, or
 /// lost and not unwound): the read side beside a write side, or the reentrant lock and the write
 /// side that share a key.
 fn holds(inner: &Inner, target: &Target, kind: Kind) -> bool {
-    let key = match (kind, &target.rw) {
+    let key = match (kind, target.keys.read_write()) {
         (Kind::Read, Some(rw)) => Arc::clone(&rw.readers),
-        (Kind::Read, None) | (Kind::Permit, _) => return false,
+        (Kind::Read, None) | (Kind::Permit | Kind::Fair, _) => return false,
         (Kind::Reentrant | Kind::Write, _) => Arc::clone(&target.hold.key),
     };
     let hold = HoldKey {
@@ -415,7 +422,7 @@ fn failure(
         AcquireReply::OverCount { count } => Some(*count),
         _ => None,
     });
-    if let (Some(count), Some(permits)) = (over_count, &target.permits) {
+    if let (Some(count), LockKeys::Permits(permits)) = (over_count, &target.keys) {
         return Err(InvalidArgument::TooManyPermits {
             name: target.name.to_string(),
             asked: permits.weight,

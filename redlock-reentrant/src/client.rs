@@ -8,7 +8,7 @@ use redlock_watchdog::{Watchdog, WatchdogConfig};
 
 use crate::config::{ConfigError, LockClientConfig};
 use crate::inner::Inner;
-use crate::kind::Kind;
+use crate::kind::{FairKeys, Kind, LockKeys};
 use crate::wakeup::Wakeups;
 use crate::{
     LockOwner, RCountDownLatch, RLock, RPermitExpirableSemaphore, RReadWriteLock, RSemaphore,
@@ -86,7 +86,13 @@ impl LockClient {
     pub fn get_lock(&self, name: impl Into<String>) -> RLock {
         let name: String = name.into();
         let key = self.inner.redlock.config().key_for(&name);
-        RLock::new(self.clone(), name.into(), &key, Kind::Reentrant, None)
+        RLock::new(
+            self.clone(),
+            name.into(),
+            &key,
+            Kind::Reentrant,
+            LockKeys::Own,
+        )
     }
 
     /// The read-write lock `name`: many readers at once, or one writer (see
@@ -203,6 +209,50 @@ impl LockClient {
     /// ```
     pub fn get_count_down_latch(&self, name: impl Into<String>) -> Result<RCountDownLatch, Error> {
         RCountDownLatch::new(self.clone(), name.into())
+    }
+
+    /// The fair lock `name`: an [`RLock`], with every verb, reentrancy, the watchdog and the
+    /// lost signal, granted in the order its waiters came (see `docs/fair-lock.md`). Each task
+    /// that waits takes a ticket in a queue on the server and keeps it alive with a heartbeat
+    /// while it waits (a third of the watchdog's lease, 10 s by default, and at least four
+    /// per-node timeouts): a waiter that crashed is dropped from the queue within its
+    /// heartbeat wherever it stands, and a live one is never dropped however long it waits. A
+    /// one-shot `try_lock` never goes before a waiter. Its keys are its own (`:fair`,
+    /// `:fair-queue`, `:fair-heartbeats`, `:fair-tickets` beside the key prefix plus the name):
+    /// it is not the reentrant lock `name`. Nothing is sent yet.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::UnsoundOnQuorum`](crate::InvalidArgument::UnsoundOnQuorum) when the
+    /// client has several masters: their queues would order the waiters differently, and no
+    /// order is kept across them without consensus.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// let orders = client.get_fair_lock("orders")?;
+    /// let guard = orders.acquire().await?; // after every task that waited before this one
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_fair_lock(&self, name: impl Into<String>) -> Result<RLock, Error> {
+        crate::one_master::refuse_quorum(
+            &self.inner,
+            "a fair lock",
+            "each master would queue the waiters in the order it heard them, and no waiter may \
+             be first on a majority; use one master, or RLock",
+        )?;
+        let name: String = name.into();
+        let key = self.inner.redlock.config().key_for(&name);
+        let fair = Arc::new(FairKeys::of(&key));
+        Ok(RLock::new(
+            self.clone(),
+            name.into(),
+            &key,
+            Kind::Fair,
+            LockKeys::Fair(fair),
+        ))
     }
 
     /// A new explicit owner, for work that moves between tasks (see [`LockOwner`]).

@@ -10,7 +10,7 @@ use redlock_watchdog::LostSignal;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::hold::Hold;
-use crate::kind::{Kind, Permits, RwKeys};
+use crate::kind::{Kind, LockKeys};
 use crate::lua::Shown;
 use crate::WaitStrategy;
 use redlock_core::lock_kind::unpoisoned;
@@ -221,10 +221,8 @@ pub(crate) struct Target {
     pub(crate) channel: Arc<str>,
     /// The fencing counter the lock's tokens come from.
     pub(crate) fence_key: Arc<str>,
-    /// A read-write lock's keys (`None` for a reentrant lock).
-    pub(crate) rw: Option<Arc<RwKeys>>,
-    /// A semaphore's permit hold: the count's key and the hold's weight (`None` otherwise).
-    pub(crate) permits: Option<Arc<Permits>>,
+    /// What the lock keeps besides the hold's key.
+    pub(crate) keys: LockKeys,
     /// How its waiters wait.
     pub(crate) wait: WaitStrategy,
 }

@@ -21,12 +21,16 @@ pub(crate) enum Kind {
     /// A semaphore's permits: one hash of permits out, each with its own owner, deadline and
     /// weight, never more than the semaphore's count.
     Permit,
+    /// A fair lock: a reentrant lock's hash of its own, granted in the order its waiters came
+    /// (a queue of waiters, each kept by its heartbeat).
+    Fair,
 }
 
 impl Kind {
     /// Takes or re-enters a hold on one node.
     pub(crate) fn acquire(self) -> &'static LockScript {
         match self {
+            Kind::Fair => &lua::ACQUIRE_FAIR,
             Kind::Permit => &lua::ACQUIRE_PERMIT,
             Kind::Reentrant => &lua::ACQUIRE,
             Kind::Read => &lua::ACQUIRE_READ,
@@ -39,7 +43,7 @@ impl Kind {
         match self {
             Kind::Permit => &lua::UNDO_PERMIT,
             Kind::Read => &lua::UNDO_READ,
-            Kind::Reentrant | Kind::Write => &lua::UNDO,
+            Kind::Reentrant | Kind::Write | Kind::Fair => &lua::UNDO,
         }
     }
 
@@ -48,7 +52,7 @@ impl Kind {
         match self {
             Kind::Permit => &lua::UNLOCK_PERMIT,
             Kind::Read => &lua::UNLOCK_READ,
-            Kind::Reentrant | Kind::Write => &lua::UNLOCK,
+            Kind::Reentrant | Kind::Write | Kind::Fair => &lua::UNLOCK,
         }
     }
 
@@ -57,7 +61,7 @@ impl Kind {
         match self {
             Kind::Permit => &lua::RENEW_PERMIT,
             Kind::Read => &lua::RENEW_READ,
-            Kind::Reentrant | Kind::Write => &lua::RENEW,
+            Kind::Reentrant | Kind::Write | Kind::Fair => &lua::RENEW,
         }
     }
 
@@ -66,7 +70,7 @@ impl Kind {
         match self {
             Kind::Permit => &lua::ABANDON_PERMIT,
             Kind::Read => &lua::ABANDON_READ,
-            Kind::Reentrant | Kind::Write => &lua::ABANDON,
+            Kind::Reentrant | Kind::Write | Kind::Fair => &lua::ABANDON,
         }
     }
 
@@ -75,7 +79,7 @@ impl Kind {
         match self {
             Kind::Permit => &lua::INSPECT_PERMIT,
             Kind::Read => &lua::INSPECT_READ,
-            Kind::Reentrant | Kind::Write => &lua::INSPECT,
+            Kind::Reentrant | Kind::Write | Kind::Fair => &lua::INSPECT,
         }
     }
 
@@ -89,6 +93,7 @@ impl Kind {
             Kind::Reentrant | Kind::Write => lock_key.to_owned(),
             Kind::Read => format!("{lock_key}:{READERS}"),
             Kind::Permit => format!("{lock_key}:{PERMITS}"),
+            Kind::Fair => format!("{lock_key}:{FAIR_HOLDS}"),
         }
     }
 
@@ -98,6 +103,7 @@ impl Kind {
             Kind::Reentrant | Kind::Write => hold_key,
             Kind::Read => strip(hold_key, READERS),
             Kind::Permit => strip(hold_key, PERMITS),
+            Kind::Fair => strip(hold_key, FAIR_HOLDS),
         }
     }
 }
@@ -133,6 +139,60 @@ impl RwKeys {
     }
 }
 
+/// What a hold's lock keeps on the nodes besides the key the hold is kept in, per kind of lock.
+#[derive(Debug, Clone)]
+pub(crate) enum LockKeys {
+    /// Nothing else: a reentrant lock.
+    Own,
+    /// A read-write lock's keys (either side).
+    ReadWrite(Arc<RwKeys>),
+    /// A semaphore's count of permits, and the hold's weight.
+    Permits(Arc<Permits>),
+    /// A fair lock's queue of waiters.
+    Fair(Arc<FairKeys>),
+}
+
+impl LockKeys {
+    /// A read-write lock's keys, for a side of one.
+    pub(crate) fn read_write(&self) -> Option<&RwKeys> {
+        match self {
+            LockKeys::ReadWrite(keys) => Some(keys),
+            _ => None,
+        }
+    }
+
+    /// Whether every waiter of the lock is woken by a release (more than one may go in, or
+    /// each must look to know its place), rather than the next of the client's line.
+    pub(crate) fn wakes_all(&self) -> bool {
+        !matches!(self, LockKeys::Own)
+    }
+}
+
+const FAIR_HOLDS: &str = "fair";
+const FAIR_QUEUE: &str = "fair-queue";
+const FAIR_HEARTBEATS: &str = "fair-heartbeats";
+const FAIR_TICKETS: &str = "fair-tickets";
+
+/// A fair lock's queue on every node, in its hash slot: the waiters in order (a sorted set,
+/// owner prefix -> ticket), their heartbeats (a sorted set, owner prefix -> deadline on the
+/// server's clock) and the ticket counter.
+#[derive(Debug)]
+pub(crate) struct FairKeys {
+    pub(crate) queue: Arc<str>,
+    pub(crate) heartbeats: Arc<str>,
+    pub(crate) tickets: Arc<str>,
+}
+
+impl FairKeys {
+    pub(crate) fn of(lock_key: &str) -> Self {
+        Self {
+            queue: format!("{lock_key}:{FAIR_QUEUE}").into(),
+            heartbeats: format!("{lock_key}:{FAIR_HEARTBEATS}").into(),
+            tickets: format!("{lock_key}:{FAIR_TICKETS}").into(),
+        }
+    }
+}
+
 /// A semaphore's permit hold: the key of the semaphore's count of permits (in its hash slot),
 /// and how many permits the hold takes.
 #[derive(Debug)]
@@ -152,7 +212,13 @@ mod tests {
 
     #[test]
     fn a_hold_key_leads_back_to_its_lock_key() {
-        for kind in [Kind::Reentrant, Kind::Read, Kind::Write, Kind::Permit] {
+        for kind in [
+            Kind::Reentrant,
+            Kind::Read,
+            Kind::Write,
+            Kind::Permit,
+            Kind::Fair,
+        ] {
             let hold_key = kind.hold_key("redlock:{orders}");
             assert_eq!(kind.lock_key(&hold_key), "redlock:{orders}", "{kind:?}");
         }

@@ -79,6 +79,14 @@ pub(crate) static ACQUIRE_WRITE: LockScript = acquiring!(
     "lua/acquire.lua"
 );
 
+/// Takes or re-enters a fair lock on one node (`lua/acquire_fair.lua`, then `lua/acquire.lua`):
+/// a new hold also needs to be first among the live waiters. Answers [`AcquireReply`].
+pub(crate) static ACQUIRE_FAIR: LockScript = acquiring!(
+    ACQUIRE_FAIR_ON_CLUSTER,
+    "lua/acquire_fair.lua",
+    "lua/acquire.lua"
+);
+
 /// Takes or re-enters a read-write lock's read side on one node (`lua/acquire_read.lua`).
 /// Answers [`AcquireReply`].
 pub(crate) static ACQUIRE_READ: LockScript = acquiring!(
@@ -157,8 +165,8 @@ announcing!(
 );
 
 announcing!(
-    /// A writer that stopped waiting takes its registration back (`lua/withdraw_writer.lua`);
-    /// answers [`Applied`].
+    /// A writer or a fair lock's waiter that stopped waiting takes its registration back
+    /// (`lua/withdraw_writer.lua`); answers [`Applied`].
     pub(crate) WITHDRAW_WRITER, WITHDRAW_WRITER_ON_CLUSTER, "lua/withdraw_writer.lua"
 );
 

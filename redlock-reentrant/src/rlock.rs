@@ -10,7 +10,7 @@ use crate::hold::LeaseMode;
 use crate::holds::{HoldKey, Target};
 use crate::inner::Inner;
 use crate::inspect::{inspect, LockStatus};
-use crate::kind::{Kind, Permits, RwKeys};
+use crate::kind::{Kind, LockKeys, Permits};
 use crate::owner::OwnerSource;
 use crate::unlock::{pay, OnNoQuorum, Owed};
 use crate::wait::acquire_waiting;
@@ -111,23 +111,21 @@ pub struct RLock {
     /// lock's keys.
     channel: Arc<str>,
     fence_key: Arc<str>,
-    rw: Option<Arc<RwKeys>>,
-    /// A semaphore's permit hold (kind [`Kind::Permit`]): its count's key and weight.
-    permits: Option<Arc<Permits>>,
+    keys: LockKeys,
     owner: OwnerSource,
     /// `None`: the client's.
     wait: Option<WaitStrategy>,
 }
 
 impl RLock {
-    /// A reentrant lock (`kind` [`Kind::Reentrant`], `rw` `None`), or one side of the
-    /// read-write lock whose keys `rw` are; `lock_key`: the lock's key.
+    /// A lock of `kind` whose key is `lock_key`, with what else it keeps on the nodes (`keys`):
+    /// a reentrant lock, a side of a read-write lock, a fair lock, a semaphore's permits.
     pub(crate) fn new(
         client: LockClient,
         name: Arc<str>,
         lock_key: &str,
         kind: Kind,
-        rw: Option<Arc<RwKeys>>,
+        keys: LockKeys,
     ) -> Self {
         let channel = crate::wakeup::channel_of(lock_key).into();
         let fence_key = client.inner.fence_key_of(lock_key);
@@ -138,8 +136,7 @@ impl RLock {
             kind,
             channel,
             fence_key,
-            rw,
-            permits: None,
+            keys,
             owner: OwnerSource::CurrentTask,
             wait: None,
         }
@@ -155,9 +152,14 @@ impl RLock {
         owner: &LockOwner,
     ) -> Self {
         RLock {
-            permits: Some(permits),
             owner: OwnerSource::Fixed(owner.token().clone()),
-            ..RLock::new(client, name, lock_key, Kind::Permit, None)
+            ..RLock::new(
+                client,
+                name,
+                lock_key,
+                Kind::Permit,
+                LockKeys::Permits(permits),
+            )
         }
     }
 
@@ -223,7 +225,12 @@ impl RLock {
         nodes.sort();
         let mut identity = nodes.join(" ");
         identity.push(' ');
-        identity.push_str(self.kind.lock_key(&self.key));
+        // Both sides of a read-write lock, and the reentrant lock sharing the write side's key,
+        // are one lock; a fair lock is a lock of its own.
+        identity.push_str(match self.kind {
+            Kind::Fair | Kind::Permit => &self.key,
+            Kind::Reentrant | Kind::Read | Kind::Write => self.kind.lock_key(&self.key),
+        });
         identity
     }
 
@@ -246,8 +253,7 @@ impl RLock {
             },
             channel: Arc::clone(&self.channel),
             fence_key: Arc::clone(&self.fence_key),
-            rw: self.rw.clone(),
-            permits: self.permits.clone(),
+            keys: self.keys.clone(),
             wait: self
                 .wait
                 .unwrap_or(self.client.inner.wait_strategy)

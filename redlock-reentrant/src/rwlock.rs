@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::kind::{Kind, RwKeys};
+use crate::kind::{Kind, LockKeys, RwKeys};
 use crate::{LockClient, LockOwner, RLock};
 
 /// A read-write lock, Redisson's `RReadWriteLock` for tokio: any number of readers hold it
@@ -73,9 +73,9 @@ impl RReadWriteLock {
                 Arc::clone(&name),
                 &key,
                 Kind::Read,
-                Some(Arc::clone(&rw)),
+                LockKeys::ReadWrite(Arc::clone(&rw)),
             ),
-            write: RLock::new(client, name, &key, Kind::Write, Some(rw)),
+            write: RLock::new(client, name, &key, Kind::Write, LockKeys::ReadWrite(rw)),
         }
     }
 

@@ -18,6 +18,7 @@ use redlock_core::{Error, LostReason};
 use crate::hold::{Hold, LeaseMode, MaybeApplied, Refusal, ReleasePlan};
 use crate::holds::{HoldGuard, HoldKey, Target};
 use crate::inner::Inner;
+use crate::kind::LockKeys;
 use crate::lua::{Applied, UnlockReply, FORCE_UNLOCK};
 
 /// What a release does when too few nodes answer it.
@@ -202,12 +203,14 @@ fn send_in_background(inner: &Inner, call: ScriptCall) {
 /// returns, the replies left to a spawned task. Where it does not arrive, the registration
 /// runs out within its heartbeat.
 pub(crate) fn withdraw_writer(inner: &Inner, target: &Target, announce: bool) {
-    let Some(rw) = &target.rw else {
-        return;
+    let call = crate::lua::WITHDRAW_WRITER.call();
+    let call = match &target.keys {
+        LockKeys::ReadWrite(rw) => call.key(&*rw.waiting),
+        // A fair lock's waiter leaves the queue, and its heartbeat with it.
+        LockKeys::Fair(fair) => call.key(&*fair.queue).key(&*fair.heartbeats),
+        LockKeys::Own | LockKeys::Permits(_) => return,
     };
-    let call = crate::lua::WITHDRAW_WRITER
-        .call()
-        .key(&*rw.waiting)
+    let call = call
         .arg(target.field_arg(None))
         .arg(if announce { target.channel() } else { "" })
         .arg(inner.new_request_arg())

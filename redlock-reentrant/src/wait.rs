@@ -17,6 +17,7 @@ use crate::gate::{Admission, Ticket};
 use crate::hold::{Grant, LeaseMode};
 use crate::holds::Target;
 use crate::inner::Inner;
+use crate::kind::LockKeys;
 use crate::wakeup::Subscription;
 
 /// Attempts until acquired, or until `wait` (if any) has passed while the lock is held by
@@ -209,10 +210,7 @@ async fn wait_for_grant(
                     .wakeups
                     // Both sides of a read-write lock, and every waiter for permits, may go in
                     // on one release: it wakes them all.
-                    .subscribe(
-                        target.channel(),
-                        target.rw.is_some() || target.permits.is_some(),
-                    )
+                    .subscribe(target.channel(), target.keys.wakes_all())
                     .await,
             );
             waiting.counted = Some(GaugeUnit::new(telemetry::WAITERS));
@@ -253,7 +251,12 @@ struct WaitingWriter {
 
 impl WaitingWriter {
     fn new(inner: &Arc<Inner>, target: &Target) -> Self {
-        let write = target.rw.is_some() && target.kind() == crate::kind::Kind::Write;
+        // A read-write lock's writer, or a fair lock's waiter: registered while it waits.
+        let write = match target.keys {
+            LockKeys::ReadWrite(_) => target.kind() == crate::kind::Kind::Write,
+            LockKeys::Fair(_) => true,
+            LockKeys::Own | LockKeys::Permits(_) => false,
+        };
         Self {
             target: write.then(|| (Arc::clone(inner), target.clone(), inner.writer_heartbeat())),
             registered: false,

@@ -1,14 +1,19 @@
--- A writer that stopped waiting takes its registration back on one node (after
--- lua/announce.lua): one that gave up (its wait ran out, it failed, or it was dropped) tells the
--- readers it held up; one that got the lock does so where its grant did not (a node that
--- refused it keeps the registration otherwise), and announces nothing (it holds the lock).
--- KEYS[1]: the waiting writers. ARGV[1]: the owner's prefix. ARGV[2]: the lock's channel, or ''
--- to announce nothing. ARGV[3]: the message. Returns 1 when it was registered here, 0
--- otherwise.
-if redis.pcall('zrem', KEYS[1], ARGV[1]) == 1 then
-    if ARGV[2] ~= '' then
-        announce(ARGV[2], ARGV[3])
+-- A waiter that stopped waiting takes its registration back on one node (after
+-- lua/announce.lua): a read-write lock's writer from the waiting writers, a fair lock's waiter
+-- from its queue and heartbeats. One that gave up (its wait ran out, it failed, or it was
+-- dropped) tells the waiters it held up; one that got the lock does so where its grant did not
+-- (a node that refused it keeps the registration otherwise), and announces nothing (it holds the
+-- lock).
+-- KEYS: the sorted sets it is registered in. ARGV[1]: the owner's prefix. ARGV[2]: the lock's
+-- channel, or '' to announce nothing. ARGV[3]: the message. Returns 1 when it was registered
+-- here, 0 otherwise.
+local removed = 0
+for _, key in ipairs(KEYS) do
+    if redis.pcall('zrem', key, ARGV[1]) == 1 then
+        removed = 1
     end
-    return 1
 end
-return 0
+if removed == 1 and ARGV[2] ~= '' then
+    announce(ARGV[2], ARGV[3])
+end
+return removed

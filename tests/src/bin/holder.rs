@@ -2,7 +2,8 @@
 //!
 //! `holder NAME TIMEOUT_MS URL...` builds a `LockClient` on the masters `URL...` with a
 //! `TIMEOUT_MS` watchdog timeout, waits for the lock `NAME` (`RLock::acquire`; `read:NAME` and
-//! `write:NAME` take a side of the read-write lock `NAME`, `permits:N:NAME` takes N permits of
+//! `write:NAME` take a side of the read-write lock `NAME`, `fair:NAME` the fair lock `NAME`,
+//! `permits:N:NAME` takes N permits of
 //! the semaphore `NAME`, whose count the test set, and `count-down:ID:NAME` counts the latch
 //! `NAME` down as `ID` and holds nothing), prints
 //! `ACQUIRED <fencing token>` and holds it: its watchdog renews the lease every third of the
@@ -111,6 +112,7 @@ async fn take(client: &LockClient, name: &str) -> Result<Held, Error> {
     let lock = match name.split_once(':') {
         Some(("read", name)) => client.get_read_write_lock(name).read_lock(),
         Some(("write", name)) => client.get_read_write_lock(name).write_lock(),
+        Some(("fair", name)) => client.get_fair_lock(name)?,
         _ => client.get_lock(name),
     };
     Ok(Held::Lock(lock.acquire().await?))
