@@ -174,6 +174,8 @@ pub(crate) async fn unlock(
         })?;
     } else if deleted {
         answer(format_args!("{}: force-unlocked", args.name))?;
+    } else if args.permits {
+        answer(format_args!("{}: no semaphore to delete", args.name))?;
     } else {
         // A minority may have held it (a split vote, stale grants): deleted there all the same.
         answer(format_args!(

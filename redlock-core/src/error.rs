@@ -250,6 +250,9 @@ pub enum InvalidArgument {
         /// The latch's name.
         name: String,
     },
+    /// An empty id (a count-down's).
+    #[error("invalid argument: the id is empty")]
+    EmptyId,
     /// A release of permits that the semaphore handle does not hold (more than it took, or
     /// part of one acquisition): nothing is released.
     #[error("invalid argument: {asked} permits released of the semaphore `{name}`, whose handle holds {held} in other lots")]

@@ -45,13 +45,16 @@ pub(crate) enum Outcome {
 /// attempt is dropped half-way. A new hold granted takes the task's `turn` in the client's
 /// line with it (see `gate`), except a read hold: readers do not exclude each other, so the
 /// next task in line goes at once. `waits`: the caller will wait if refused (a writer that
-/// will wait registers, so that new readers wait behind it).
+/// will wait registers, so that new readers wait behind it). `first`: the caller's first look
+/// (only there is a request for more permits than the semaphore has an error; later, a count
+/// lowered meanwhile is waited out).
 pub(crate) async fn attempt(
     inner: &Arc<Inner>,
     target: &Target,
     mode: LeaseMode,
     turn: &mut Option<Ticket>,
     waits: bool,
+    first: bool,
 ) -> Result<Outcome, Error> {
     inner.check_open()?;
     let timing = match mode {
@@ -259,7 +262,7 @@ pub(crate) async fn attempt(
             written.count(|reply| *reply == Applied::Yes),
             written,
         )),
-        Then::NotGranted => failure(target, &hold, nested.as_ref(), granted, lease, fan),
+        Then::NotGranted => failure(target, &hold, nested.as_ref(), granted, lease, first, fan),
     }
 }
 
@@ -400,13 +403,14 @@ fn nested_lost(
 }
 
 /// Why an attempt that a majority did not grant in time failed, or who holds the lock.
-/// `nested`: the hold a nested attempt counts up.
+/// `nested`: the hold a nested attempt counts up. `first`: the caller's first look.
 fn failure(
     target: &Target,
     hold: &HoldGuard,
     nested: Option<&GiveUp>,
     granted: usize,
     lease: Duration,
+    first: bool,
     fan: FanOut<AcquireReply>,
 ) -> Result<Outcome, Error> {
     if let Some(found) = fan.wrong_type() {
@@ -423,12 +427,17 @@ fn failure(
         _ => None,
     });
     if let (Some(count), LockKeys::Permits(permits)) = (over_count, &target.keys) {
-        return Err(InvalidArgument::TooManyPermits {
-            name: target.name.to_string(),
-            asked: permits.weight,
-            count,
+        // More than the semaphore has: a mistake when asked, waited out when the count was
+        // lowered during the wait (it may grow back; the lease bounds the pause).
+        if first {
+            return Err(InvalidArgument::TooManyPermits {
+                name: target.name.to_string(),
+                asked: permits.weight,
+                count,
+            }
+            .into());
         }
-        .into());
+        return Ok(Outcome::Held { ttl: Some(lease) });
     }
     if granted >= fan.quorum() {
         return Err(Error::ValidityExhausted {

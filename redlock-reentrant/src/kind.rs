@@ -1,5 +1,5 @@
 //! Which lock a hold is of: a reentrant lock (`RLock`), a read-write lock's read or write
-//! side, or a semaphore's permits. The kind says what the nodes keep of a hold and which scripts act on it; everything
+//! side, a fair lock, or a semaphore's permits. The kind says what the nodes keep of a hold and which scripts act on it; everything
 //! else (the quorum, the hold record, renewal, the lost signal, fencing) is the same for all.
 
 use std::sync::Arc;

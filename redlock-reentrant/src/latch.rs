@@ -147,7 +147,8 @@ impl RCountDownLatch {
     }
 
     /// Counts down once, under an id of its own: retried, it still counts once. Nothing when
-    /// the latch is open (or unset).
+    /// the latch is open (or unset). A caller that retries after an error makes a second
+    /// count-down: to retry, use [`RCountDownLatch::count_down_as`] with an id of its own.
     ///
     /// # Cancel safety
     ///
@@ -180,30 +181,33 @@ impl RCountDownLatch {
     ///
     /// # Errors
     ///
-    /// As [`RCountDownLatch::count_down`], and [`InvalidArgument::EmptyName`] for an empty id.
+    /// As [`RCountDownLatch::count_down`], and [`InvalidArgument::EmptyId`] for an empty id.
     pub async fn count_down_as(&self, id: &str) -> Result<(), Error> {
         if id.is_empty() {
-            return Err(InvalidArgument::EmptyName.into());
+            return Err(InvalidArgument::EmptyId.into());
         }
         self.check(LATCH_TTL)?;
-        // The round this count-down belongs to: the one armed now. A count-down that arrives
-        // after its round opened and the latch was armed again is not the new round's.
-        let status = self.run("status", "", "", 0).await?;
-        if !status.armed {
-            return Ok(());
-        }
         let mut retries = self.client.inner.redlock.config().retry.backoff();
         loop {
-            match self.run("count-down", id, &status.generation, 0).await {
-                Ok(_) => return Ok(()),
-                // The same id again: counted once, wherever the first try landed.
+            match self.count_down_once(id).await {
+                // Retried as the same id: counted once, wherever an earlier try landed.
                 Err(err) if err.is_retryable() => match retries.next_delay() {
                     Some(pause) => tokio::time::sleep(pause).await,
                     None => return Err(err),
                 },
-                Err(err) => return Err(err),
+                done => return done,
             }
         }
+    }
+
+    /// One try of a count-down as `id`: in the round armed now. A count-down that arrives
+    /// after its round opened and the latch was armed again is not the new round's.
+    async fn count_down_once(&self, id: &str) -> Result<(), Error> {
+        let status = self.run("status", "", "", 0).await?;
+        if status.armed {
+            self.run("count-down", id, &status.generation, 0).await?;
+        }
+        Ok(())
     }
 
     /// How many count-downs the latch still needs: 0 when it is open (or unset).
@@ -244,14 +248,16 @@ impl RCountDownLatch {
         let mut subscription = None;
         let mut retries = self.client.inner.redlock.config().retry.backoff();
         loop {
+            // A failed look pauses as the client's retry policy says (and ends the wait once it
+            // is spent); a look that answers resets it.
+            let mut pause_after_failure = None;
             match self.count().await {
                 Ok(0) => return Ok(true),
                 Ok(_) => retries = self.client.inner.redlock.config().retry.backoff(),
-                Err(err) if err.is_retryable() => {
-                    if retries.next_delay().is_none() {
-                        return Err(err);
-                    }
-                }
+                Err(err) if err.is_retryable() => match retries.next_delay() {
+                    Some(pause) => pause_after_failure = Some(pause),
+                    None => return Err(err),
+                },
                 Err(err) => return Err(err),
             }
             let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
@@ -264,7 +270,8 @@ impl RCountDownLatch {
                 subscription = Some(wakeups.subscribe(&self.channel, true).await);
                 continue;
             };
-            let pause = left.map_or(LOOK_AGAIN, |left| left.min(LOOK_AGAIN));
+            let pause = pause_after_failure.unwrap_or(LOOK_AGAIN);
+            let pause = left.map_or(pause, |left| left.min(pause));
             let _ = tokio::time::timeout(pause, heard.notify().notified()).await;
         }
     }
@@ -306,8 +313,14 @@ impl RCountDownLatch {
         ttl_ms: u64,
     ) -> Result<LatchReply, Error> {
         let inner = &self.client.inner;
-        let call = LATCH
-            .call()
+        let call = LATCH.call();
+        // A change must survive a failover where replicas are configured to acknowledge it.
+        let call = if op == "status" {
+            call
+        } else {
+            call.replicated()
+        };
+        let call = call
             .key(&*self.latch)
             .key(&*self.done)
             .arg(op)

@@ -14,7 +14,8 @@
 //!   minority of nodes failed or restarted empty.
 //! - **Survives a minority of dead nodes**: every operation runs on the Redlock quorum
 //!   (`redlock-core`).
-//! - **Waiters wake on release** (pub/sub), not by polling.
+//! - **Waiters wake on release** (pub/sub); every wait is also bounded by what the nodes say
+//!   (a holder's lease, a waiter's heartbeat), so a lost message costs latency, not the wait.
 //!
 //! ```no_run
 //! use std::time::Duration;

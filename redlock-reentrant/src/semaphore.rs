@@ -536,7 +536,7 @@ impl RPermitExpirableSemaphore {
     /// `u32` (nothing is changed); otherwise as [`RPermitExpirableSemaphore::status`].
     pub async fn add_permits(&self, delta: i64) -> Result<u32, Error> {
         let changed = self.change("add", delta).await?;
-        if !changed.done || i64::from(changed.before) + delta > i64::from(u32::MAX) {
+        if !changed.done {
             return Err(InvalidArgument::PermitsOutOfRange {
                 name: self.name.to_string(),
                 count: changed.before,
@@ -579,19 +579,9 @@ impl RPermitExpirableSemaphore {
     /// Runs `op` of `lua/permits_set.lua` with `value`.
     pub(crate) async fn change(&self, op: &str, value: i64) -> Result<PermitsChanged, Error> {
         self.check()?;
-        // Checked here: the script takes any integer, and a count must fit a `u32`.
-        if matches!(op, "add" | "take")
-            && !(-i64::from(u32::MAX)..=i64::from(u32::MAX)).contains(&value)
-        {
-            return Err(InvalidArgument::PermitsOutOfRange {
-                name: self.name.to_string(),
-                count: 0,
-                delta: value,
-            }
-            .into());
-        }
         let call = PERMITS_SET
             .call()
+            .replicated()
             .key(&*self.holders)
             .key(&*self.count_key)
             .arg(op)

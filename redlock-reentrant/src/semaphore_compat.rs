@@ -127,7 +127,9 @@ impl RSemaphore {
                 return Err(InvalidArgument::PermitsNotHeld {
                     name: self.core.name().to_owned(),
                     asked: permits,
-                    held: weights.iter().sum(),
+                    held: weights
+                        .iter()
+                        .fold(0, |sum, weight| sum.saturating_add(*weight)),
                 }
                 .into());
             };
@@ -151,8 +153,7 @@ impl RSemaphore {
     pub fn held_permits(&self) -> u32 {
         unpoisoned(self.held.lock())
             .iter()
-            .map(Permit::permits)
-            .sum()
+            .fold(0, |sum, permit| sum.saturating_add(permit.permits()))
     }
 
     /// As [`RPermitExpirableSemaphore::try_set_permits`].

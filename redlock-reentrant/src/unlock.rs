@@ -207,7 +207,10 @@ pub(crate) fn withdraw_writer(inner: &Inner, target: &Target, announce: bool) {
     let call = match &target.keys {
         LockKeys::ReadWrite(rw) => call.key(&*rw.waiting),
         // A fair lock's waiter leaves the queue, and its heartbeat with it.
-        LockKeys::Fair(fair) => call.key(&*fair.queue).key(&*fair.heartbeats),
+        LockKeys::Fair(fair) => call
+            .key(&*fair.queue)
+            .key(&*fair.heartbeats)
+            .key(&*fair.tickets),
         LockKeys::Own | LockKeys::Permits(_) => return,
     };
     let call = call

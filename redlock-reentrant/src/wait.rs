@@ -90,6 +90,8 @@ async fn wait_for_grant(
     // A writer that waits is registered on the nodes (new readers wait behind it): it takes
     // that back however this call ends without the lock.
     let mut registered = WaitingWriter::new(inner, target);
+    // The caller's first look: see `attempt`.
+    let mut first = true;
     loop {
         if std::mem::take(&mut turn_wanted) || needs_turn(inner, target) {
             if ticket.is_none()
@@ -131,7 +133,8 @@ async fn wait_for_grant(
         let resumable = interrupted_pause.take();
         let waits = left().is_none_or(|left| !left.is_zero());
         registered.sending(waits);
-        let outcome = attempt(inner, target, mode, &mut ticket, waits).await;
+        let outcome = attempt(inner, target, mode, &mut ticket, waits, first).await;
+        first = false;
         registered.answered(
             waits,
             match &outcome {
@@ -235,10 +238,11 @@ async fn wait_for_grant(
     }
 }
 
-/// A read-write lock's writer that may be registered as waiting on the nodes. Dropped while
+/// A waiter that may be registered on the nodes while it waits: a read-write lock's writer (new
+/// readers wait behind it), or a fair lock's waiter (its ticket in the queue). Dropped while
 /// registered, it takes the registration back on every node: after a grant silently (a node
 /// that refused the grant keeps it otherwise), after giving up (the call ended without the
-/// lock, or was dropped) with an announcement, so the readers it held up look again. Where the
+/// lock, or was dropped) with an announcement, so the waiters it held up look again. Where the
 /// withdrawal does not arrive, the registration runs out within its heartbeat.
 struct WaitingWriter {
     /// What the withdrawal needs, for a write side only; and its heartbeat.
@@ -326,7 +330,8 @@ async fn heard(notified: Option<Pin<Box<Notified<'_>>>>) {
 /// A waiter's subscription. A release wakes one waiter of this client: the task whose turn it
 /// is in the client's line for the lock (see `gate`). If it then leaves without the lock (its
 /// wait ran out, it failed, or it was dropped), its turn passes to the next task in line,
-/// which asks the nodes at once: no wake-up is lost with it.
+/// which asks the nodes at once: no wake-up is lost with it. The locks whose waiters do not
+/// queue in the line (a read-write lock's, a semaphore's, a fair lock's) wake them all.
 #[derive(Default)]
 struct Waiting {
     subscription: Option<Subscription>,

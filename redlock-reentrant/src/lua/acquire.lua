@@ -22,7 +22,8 @@
 -- A reentrant acquisition never shortens the lease: the hold keeps the longest one asked for.
 -- The lock kind's prelude defines `refuse_new`, `on_new_hold` and `refused_by` (the answer when
 -- another owner holds KEYS[1]): lua/acquire_plain.lua for a reentrant lock,
--- lua/acquire_write.lua for a read-write lock's write side.
+-- lua/acquire_write.lua for a read-write lock's write side, lua/acquire_fair.lua for a fair
+-- lock.
 -- Fewest calls on the common paths: PTTL tells a free key (-2) and a key without an expiry
 -- (-1); HGET tells another type (an error), and the key's type is asked only to say which.
 

@@ -22,7 +22,15 @@ local function not_queue(key)
     return nil
 end
 
--- Drops the waiters whose heartbeat ran out, wherever they stand.
+-- Once nobody waits, the ticket counter goes too (no ticket is out): nothing is left behind.
+local function forget_tickets_if_empty()
+    if redis.call('zcard', KEYS[3]) == 0 then
+        redis.call('del', KEYS[4], KEYS[5])
+    end
+end
+
+-- Drops the waiters whose heartbeat ran out, wherever they stand; and a first waiter with no
+-- heartbeat at all (its heartbeat's key lost, say to eviction), which nobody could ever purge.
 local function purge(now)
     local dead = redis.call('zrangebyscore', KEYS[4], '-inf', now)
     for _, waiter in ipairs(dead) do
@@ -31,6 +39,12 @@ local function purge(now)
     if #dead > 0 then
         redis.call('zremrangebyscore', KEYS[4], '-inf', now)
     end
+    local first = redis.call('zrange', KEYS[3], 0, 0)[1]
+    while first and not redis.call('zscore', KEYS[4], first) do
+        redis.call('zrem', KEYS[3], first)
+        first = redis.call('zrange', KEYS[3], 0, 0)[1]
+    end
+    forget_tickets_if_empty()
 end
 
 -- Queues the caller (keeping its ticket if it has one) and refreshes its heartbeat.
@@ -77,6 +91,7 @@ end
 local function on_new_hold()
     redis.call('zrem', KEYS[3], ARGV[5])
     redis.call('zrem', KEYS[4], ARGV[5])
+    forget_tickets_if_empty()
 end
 
 local function refused_by(pttl, holder)

@@ -4,7 +4,7 @@
 -- KEYS[1]: the permits hash. KEYS[2]: the count of permits.
 -- ARGV[1]: what to do: 'try-set' (set the count to ARGV[2] if it is not set), 'set' (to
 -- ARGV[2]), 'add' (add ARGV[2], which may be negative; refused if the count would fall below
--- zero), 'take' (lower it by ARGV[2] if that many are free: an unowned acquisition, refused
+-- zero or above 2^32 - 1, the largest a client reads), 'take' (lower it by ARGV[2] if that many are free: an unowned acquisition, refused
 -- otherwise), 'drain' (lower the count to the permits out: none is free any more), 'delete' (the
 -- count and every permit out: their holders are told they lost them when renewal finds them
 -- gone). ARGV[3]: the semaphore's channel. ARGV[4]: the message.
@@ -30,7 +30,7 @@ elseif op == 'set' then
     after = value
 elseif op == 'add' then
     after = count + value
-    if after < 0 then
+    if after < 0 or after > 4294967295 then
         return {0, count, count, out}
     end
 elseif op == 'take' then

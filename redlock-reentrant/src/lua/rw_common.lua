@@ -13,7 +13,8 @@
 -- deadline), never what keeps a reader. A reader's own requests touch its own fields only (in
 -- constant time, however many read); the writer's path looks at every reader and purges the
 -- ones whose deadline passed.
--- Mirrored by the model checker's read-write master (model/src/rw.rs): change both.
+-- Mirrored by the model checker's read-write master (model/src/rw.rs), for readers: change
+-- both (a permit's weight is not modelled there; the model-based test checks the semaphore).
 
 local KIND_FIELD = '~'
 

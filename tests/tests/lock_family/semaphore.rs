@@ -16,6 +16,11 @@ use redlock_tests::{client, released_everywhere, rounds_pass, WATCHDOG};
 /// test measures.
 const PATIENCE: Duration = Duration::from_secs(30);
 
+/// The watchdog lease of clients whose waiters must be woken by an announcement: a waiter also
+/// looks again by the earliest lease out (or its own, before the count is set), which this puts
+/// beyond the test's patience.
+const LONG_LEASE: Duration = Duration::from_secs(90);
+
 fn semaphore(client: &LockClient, name: &str) -> RPermitExpirableSemaphore {
     client
         .get_permit_expirable_semaphore(name)
@@ -148,6 +153,21 @@ async fn bad_input_is_a_typed_error_and_leaves_nothing() {
         "{below_zero:?}"
     );
     assert_eq!(s.permits().await.expect("status"), 2, "unchanged");
+    s.set_permits(u32::MAX)
+        .await
+        .expect("as many as a count holds");
+    let above = s.add_permits(1).await;
+    assert!(
+        matches!(
+            above,
+            Err(Error::InvalidArgument(InvalidArgument::PermitsOutOfRange {
+                count: u32::MAX,
+                ..
+            }))
+        ),
+        "{above:?}"
+    );
+    assert_eq!(s.permits().await.expect("status"), u32::MAX, "unchanged");
     let empty = semaphore(&alice, "").status().await;
     assert!(
         matches!(
@@ -197,13 +217,15 @@ async fn the_count_changes_what_is_granted_and_never_takes_permits_back() {
     let cluster = RedisCluster::start(1);
     let alice = client(&cluster, WATCHDOG).await;
     let s = semaphore(&alice, "exports");
-    // A waiter on a semaphore nobody configured yet gets in once its count is set.
+    // A waiter on a semaphore nobody configured yet gets in once its count is set (announced:
+    // its own look again would come only after its lease, beyond the test's patience).
+    let patient = client(&cluster, LONG_LEASE).await;
     let early = tokio::spawn({
-        let s = s.clone();
+        let s = semaphore(&patient, "exports");
         async move { s.try_acquire(1, PATIENCE, None).await }
     });
     assert!(
-        redlock_testkit::eventually_async(PATIENCE, || alice.watched_channels() == 1).await,
+        redlock_testkit::eventually_async(PATIENCE, || patient.watched_channels() == 1).await,
         "the early waiter waits"
     );
     s.set_permits(3).await.expect("set");
@@ -214,6 +236,28 @@ async fn the_count_changes_what_is_granted_and_never_takes_permits_back() {
         .expect("try")
         .expect("granted");
     early.release().await.expect("release");
+    // More than the count is an error when asked; a count lowered during the wait is waited
+    // out (it may grow back).
+    let one = s.acquire(1).await.expect("one");
+    let all = tokio::spawn({
+        let s = semaphore(&patient, "exports");
+        async move { s.try_acquire(3, PATIENCE, None).await }
+    });
+    assert!(
+        redlock_testkit::eventually_async(PATIENCE, || patient.watched_channels() == 1).await,
+        "the waiter for three waits"
+    );
+    s.set_permits(2).await.expect("lowered below the wait");
+    one.release().await.expect("release");
+    assert!(!all.is_finished(), "two permits: not three");
+    s.set_permits(3).await.expect("back to three");
+    let all = tokio::time::timeout(PATIENCE, all)
+        .await
+        .expect("the waiter gets in once the count is back")
+        .expect("task")
+        .expect("try: a count lowered during the wait is no error")
+        .expect("granted");
+    all.release().await.expect("release");
     let held = s.acquire(3).await.expect("all three");
     s.set_permits(1).await.expect("lowered");
     let status = s.status().await.expect("status");
@@ -250,8 +294,8 @@ async fn the_count_changes_what_is_granted_and_never_takes_permits_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_for_several_permits_gets_in_once_they_are_free() {
     let cluster = RedisCluster::start(1);
-    let alice = client(&cluster, WATCHDOG).await;
-    let bob = client(&cluster, WATCHDOG).await;
+    let alice = client(&cluster, LONG_LEASE).await;
+    let bob = client(&cluster, LONG_LEASE).await;
     let s = semaphore(&alice, "batch");
     s.set_permits(3).await.expect("set");
     let first = s.acquire(1).await.expect("one");
@@ -340,6 +384,10 @@ async fn a_dropped_permit_and_a_dropped_waiter_leave_nothing() {
         "the waiter subscribed"
     );
     waiter.abort();
+    assert!(
+        redlock_testkit::eventually_async(PATIENCE, || alice.watched_channels() == 0).await,
+        "the dropped waiter's subscription went with it"
+    );
     drop(held);
     released_everywhere(
         &cluster,
@@ -459,7 +507,7 @@ async fn the_unowned_counter_is_redissons_and_says_so() {
     assert!(
         tokio::time::timeout(PATIENCE, waiter)
             .await
-            .expect("the waiter hears the release")
+            .expect("the waiter gets the released permit")
             .expect("task")
             .expect("try"),
         "the waiter took it"

@@ -21,6 +21,9 @@
 //! - at the end of each sequence, after releasing everything: no key, no registration, no
 //!   subscription, no pub/sub connection, and no connection once the clients are gone.
 //!
+//! The one-master family (the permit semaphore, the count-down latch, the fair lock) has a
+//! model of its own, on one master (`model_based/family.rs`).
+//!
 //! Seeded and replayable: the seed is printed (`TEST_SEED=<seed>` replays the same
 //! sequences), and proptest shrinks a failing sequence for up to `MODEL_SHRINK_SECONDS`
 //! (default 120). `MODEL_CASES` (default 200) and `MODEL_STEPS` (default 24) set the size; the
@@ -28,6 +31,7 @@
 //! `MODEL_CASES=2000 cargo test -p redlock-tests --test model_based -- --nocapture`.
 
 mod core_lease;
+mod family;
 mod model;
 mod ops;
 mod plain;

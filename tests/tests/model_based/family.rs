@@ -1,0 +1,596 @@
+//! The model-based test of the one-master family: random sequences by four owners (each with a
+//! client of its own) of a permit semaphore's acquisitions (several permits at once, fixed or
+//! renewed leases, one look or a short wait), releases by guard and by id from another owner,
+//! holders that crash (a permit dropped where nothing can be sent: it is never released, and
+//! renewal stops), a count-down latch armed, counted down (ids repeated) and waited on, rounds
+//! of the fair lock with waiters queued in a drawn order, and the master paused; run against
+//! the real library on one real master and checked after every step against a model:
+//!
+//! - never more permits believed held than the semaphore has (a permit released by id is no
+//!   longer its holder's to count, whatever it believes until its renewal tells it);
+//! - the master's count of permits out lies between what the model knows is out and what may
+//!   still be: a crashed holder's permits are back within their lease;
+//! - a one-look acquisition is refused when the model knows too few are free, and granted when
+//!   it knows enough are (unless the master was paused within a lease);
+//! - the latch's count is its count minus the distinct ids counted down, and it is open exactly
+//!   when that is none;
+//! - the fair lock's waiters get it in the order they queued;
+//! - at the end, once everything is released and every crashed permit's lease ran out: no key,
+//!   no subscription.
+//!
+//! Seeded and replayable (`TEST_SEED`); `MODEL_FAMILY_CASES` (default 20) and `MODEL_STEPS`
+//! (default 24) set the size.
+
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redlock_reentrant::{
+    Error, LockClient, Permit, RCountDownLatch, RLock, RPermitExpirableSemaphore,
+};
+use redlock_testkit::{eventually, test_seed, RedisCluster};
+use tokio::runtime::Runtime;
+
+/// The owners: each has a client of its own.
+const OWNERS: usize = 4;
+/// The semaphore's count.
+const COUNT: u32 = 3;
+/// The watchdog lease: short, so crashed permits come back within a few steps.
+const WATCHDOG: Duration = Duration::from_millis(1500);
+/// How long the master may take to answer, on a busy two-core machine.
+const NODE_TIMEOUT: Duration = Duration::from_millis(200);
+/// Room for a busy machine around every bound the model derives from a lease.
+const MARGIN: Duration = Duration::from_millis(400);
+/// No step may take longer: a hang is a failure.
+const STEP_LIMIT: Duration = Duration::from_secs(20);
+const NAME: &str = "family";
+
+/// One step of a sequence.
+#[derive(Debug, Clone)]
+enum Step {
+    /// `try_acquire(permits, wait, lease)`: a fixed lease in milliseconds, or the watchdog's.
+    Take {
+        owner: usize,
+        permits: u32,
+        wait_ms: u64,
+        lease_ms: Option<u64>,
+    },
+    /// The `pick`-th permit of `owner` released by its guard.
+    Release { owner: usize, pick: usize },
+    /// Released by id, by another owner's client.
+    ReleaseById {
+        owner: usize,
+        pick: usize,
+        by: usize,
+    },
+    /// Dropped where nothing can be sent: a crash, as the master sees it.
+    Crash { owner: usize, pick: usize },
+    /// The latch armed with `count` (refused while a round is armed).
+    Arm { count: u32 },
+    /// A count-down as `id`.
+    CountDown { owner: usize, id: u32 },
+    /// A round of the fair lock: `order[0]` holds it while the others queue in that order.
+    FairRound { order: Vec<usize> },
+    /// The master paused for this long.
+    Pause { ms: u64 },
+}
+
+fn draw(rng: &mut fastrand::Rng) -> Step {
+    let owner = rng.usize(..OWNERS);
+    match rng.u8(..100) {
+        0..=29 => Step::Take {
+            owner,
+            permits: rng.u32(1..=2),
+            wait_ms: if rng.bool() { 0 } else { 100 },
+            lease_ms: rng.bool().then(|| rng.u64(600..=1500)),
+        },
+        30..=44 => Step::Release {
+            owner,
+            pick: rng.usize(..4),
+        },
+        45..=51 => Step::ReleaseById {
+            owner,
+            pick: rng.usize(..4),
+            by: rng.usize(..OWNERS),
+        },
+        52..=59 => Step::Crash {
+            owner,
+            pick: rng.usize(..4),
+        },
+        60..=66 => Step::Arm {
+            count: rng.u32(1..=3),
+        },
+        67..=81 => Step::CountDown {
+            owner,
+            id: rng.u32(..4),
+        },
+        82..=92 => {
+            let mut order: Vec<usize> = (0..OWNERS).collect();
+            rng.shuffle(&mut order);
+            order.truncate(rng.usize(2..=OWNERS));
+            Step::FairRound { order }
+        }
+        _ => Step::Pause {
+            ms: rng.u64(100..=600),
+        },
+    }
+}
+
+/// A permit the sequence keeps, and what the model knows of it.
+struct Held {
+    permit: Permit,
+    /// When a fixed lease surely ended (`None`: renewed by the watchdog).
+    ends_by: Option<Instant>,
+}
+
+/// Permits that may still be out on the master though nobody holds them: crashed, or released
+/// with no answer; gone by their deadline.
+struct Leftover {
+    permits: u32,
+    gone_by: Instant,
+}
+
+/// The latch as the model knows it: its count and the ids counted down, while armed.
+#[derive(Default)]
+struct LatchModel {
+    armed: Option<(u32, std::collections::BTreeSet<u32>)>,
+}
+
+impl LatchModel {
+    fn left(&self) -> u32 {
+        self.armed.as_ref().map_or(0, |(count, ids)| {
+            count.saturating_sub(u32::try_from(ids.len()).unwrap_or(u32::MAX))
+        })
+    }
+}
+
+struct Family {
+    runtime: Runtime,
+    clients: Vec<LockClient>,
+    semaphores: Vec<RPermitExpirableSemaphore>,
+    latches: Vec<RCountDownLatch>,
+    fair: Vec<RLock>,
+    held: Vec<Vec<Held>>,
+    leftovers: Vec<Leftover>,
+    latch: LatchModel,
+    paused_until: Option<Instant>,
+    log: Vec<String>,
+}
+
+impl Family {
+    fn start(server: &RedisCluster) -> Self {
+        redis::cmd("FLUSHALL")
+            .exec(&mut server.node(0).connection())
+            .expect("FLUSHALL");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let clients: Vec<LockClient> = (0..OWNERS)
+            .map(|_| {
+                runtime
+                    .block_on(
+                        LockClient::builder()
+                            .nodes(server.urls())
+                            .watchdog_timeout(WATCHDOG)
+                            .node_timeout(NODE_TIMEOUT)
+                            .build(),
+                    )
+                    .expect("client")
+            })
+            .collect();
+        let semaphores: Vec<_> = clients
+            .iter()
+            .map(|client| {
+                client
+                    .get_permit_expirable_semaphore(NAME)
+                    .expect("one master")
+            })
+            .collect();
+        runtime
+            .block_on(semaphores[0].set_permits(COUNT))
+            .expect("set the count");
+        Self {
+            latches: clients
+                .iter()
+                .map(|client| client.get_count_down_latch(NAME).expect("one master"))
+                .collect(),
+            fair: clients
+                .iter()
+                .map(|client| client.get_fair_lock(NAME).expect("one master"))
+                .collect(),
+            semaphores,
+            clients,
+            runtime,
+            held: (0..OWNERS).map(|_| Vec::new()).collect(),
+            leftovers: Vec::new(),
+            latch: LatchModel::default(),
+            paused_until: None,
+            log: Vec::new(),
+        }
+    }
+
+    /// The permits the owners believe they hold (their lost signal has not fired).
+    fn believed(&self) -> u32 {
+        self.held
+            .iter()
+            .flatten()
+            .filter(|held| !held.permit.is_lost())
+            .map(|held| held.permit.permits())
+            .sum()
+    }
+
+    /// What is surely out on the master, and what may be.
+    fn out_bounds(&mut self) -> (u32, u32) {
+        let now = Instant::now();
+        self.leftovers.retain(|leftover| leftover.gone_by > now);
+        let sure: u32 = self
+            .held
+            .iter()
+            .flatten()
+            .filter(|held| !held.permit.is_lost())
+            .map(|held| held.permit.permits())
+            .sum();
+        // A lost permit may still be on the master until its lease ends; a fixed lease's end
+        // is known, a renewed one's is a lease after its loss at most.
+        let lost: u32 = self
+            .held
+            .iter()
+            .flatten()
+            .filter(|held| held.permit.is_lost())
+            .map(|held| held.permit.permits())
+            .sum();
+        let leftover: u32 = self.leftovers.iter().map(|leftover| leftover.permits).sum();
+        (sure.min(COUNT), sure + lost + leftover)
+    }
+
+    fn recently_paused(&self) -> bool {
+        self.paused_until
+            .is_some_and(|until| Instant::now() < until + WATCHDOG + MARGIN)
+    }
+
+    fn apply(&mut self, server: &RedisCluster, step: &Step) -> Result<(), String> {
+        self.log.push(format!("{step:?}"));
+        match step.clone() {
+            Step::Take {
+                owner,
+                permits,
+                wait_ms,
+                lease_ms,
+            } => {
+                let (_, may_be_out) = self.out_bounds();
+                let sure_free = COUNT.saturating_sub(may_be_out);
+                let semaphore = self.semaphores[owner].clone();
+                let lease = lease_ms.map(Duration::from_millis);
+                let asked = Instant::now();
+                let taken = self.block(async move {
+                    semaphore
+                        .try_acquire(permits, Duration::from_millis(wait_ms), lease)
+                        .await
+                })?;
+                match taken {
+                    Ok(Some(permit)) => {
+                        let ends_by = lease.map(|lease| asked + lease);
+                        self.held[owner].push(Held { permit, ends_by });
+                        if self.believed() > COUNT {
+                            return Err(format!(
+                                "{} permits believed held, of {COUNT}",
+                                self.believed()
+                            ));
+                        }
+                    }
+                    Ok(None) if sure_free >= permits && !self.recently_paused() => {
+                        return Err(format!(
+                            "refused {permits} permits though {sure_free} were surely free"
+                        ));
+                    }
+                    Ok(None) => {}
+                    Err(err) if self.recently_paused() && err.is_retryable() => {}
+                    Err(err) => return Err(format!("take: {err}")),
+                }
+            }
+            Step::Release { owner, pick } => {
+                let Some(held) = self.pick(owner, pick) else {
+                    return Ok(());
+                };
+                let was_lost = held.permit.is_lost();
+                let permits = held.permit.permits();
+                let gone_by = Instant::now() + WATCHDOG + MARGIN;
+                match self.block(held.permit.release())? {
+                    Ok(()) => {}
+                    Err(Error::LockLost { .. }) if was_lost || self.recently_paused() => {}
+                    Err(Error::LockLost { .. }) => {
+                        // Lost since the look above (its fixed lease ran out meanwhile).
+                    }
+                    Err(err) if err.is_retryable() && self.recently_paused() => {
+                        self.leftovers.push(Leftover { permits, gone_by });
+                    }
+                    Err(err) => return Err(format!("release: {err}")),
+                }
+            }
+            Step::ReleaseById { owner, pick, by } => {
+                let count = self.held[owner].len();
+                if count == 0 {
+                    return Ok(());
+                }
+                let held = &self.held[owner][pick % count];
+                let id = held.permit.id().clone();
+                let live = !held.permit.is_lost();
+                let semaphore = self.semaphores[by].clone();
+                let released = self.block(async move { semaphore.release(&id).await })?;
+                match released {
+                    // Its holder is told at its next renewal; it is no longer its to count.
+                    Ok(()) => {
+                        let held = self.held[owner].remove(pick % count);
+                        let _ = std::thread::spawn(move || drop(held)).join();
+                    }
+                    Err(Error::InvalidArgument(_)) if !live || self.recently_paused() => {}
+                    Err(err) if err.is_retryable() && self.recently_paused() => {}
+                    Err(err) => return Err(format!("release by id of a live permit: {err}")),
+                }
+            }
+            Step::Crash { owner, pick } => {
+                let Some(held) = self.pick(owner, pick) else {
+                    return Ok(());
+                };
+                let permits = held.permit.permits();
+                let gone_by = Instant::now() + WATCHDOG + MARGIN;
+                // Dropped on a thread with no runtime: nothing is sent, renewal stops.
+                let _ = std::thread::spawn(move || drop(held)).join();
+                self.leftovers.push(Leftover { permits, gone_by });
+            }
+            Step::Arm { count } => {
+                let latch = self.latches[0].clone();
+                match self.block(async move { latch.try_set_count(count).await })? {
+                    Ok(armed) => {
+                        if armed != self.latch.armed.is_none() {
+                            return Err(format!(
+                                "armed {armed} with the model at {:?}",
+                                self.latch.left()
+                            ));
+                        }
+                        if armed {
+                            self.latch.armed = Some((count, Default::default()));
+                        }
+                    }
+                    Err(err) if err.is_retryable() && self.recently_paused() => {}
+                    Err(err) => return Err(format!("arm: {err}")),
+                }
+            }
+            Step::CountDown { owner, id } => {
+                let latch = self.latches[owner].clone();
+                let counted =
+                    self.block(async move { latch.count_down_as(&format!("id-{id}")).await })?;
+                match counted {
+                    Ok(()) => {
+                        if let Some((count, ids)) = &mut self.latch.armed {
+                            ids.insert(id);
+                            if ids.len() >= *count as usize {
+                                self.latch.armed = None;
+                            }
+                        }
+                    }
+                    Err(err) if err.is_retryable() && self.recently_paused() => {
+                        // May have counted: the model cannot tell; start the latch afresh.
+                        let latch = self.latches[0].clone();
+                        self.block(async move { latch.delete().await })?
+                            .map_err(|err| format!("delete: {err}"))?;
+                        self.latch.armed = None;
+                    }
+                    Err(err) => return Err(format!("count down: {err}")),
+                }
+            }
+            Step::FairRound { order } => self.fair_round(server, &order)?,
+            Step::Pause { ms } => {
+                let node = server.node(0);
+                node.stop();
+                std::thread::sleep(Duration::from_millis(ms));
+                node.resume();
+                self.paused_until = Some(Instant::now());
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the `pick`-th permit of `owner` out of the sequence, if it has any.
+    fn pick(&mut self, owner: usize, pick: usize) -> Option<Held> {
+        let count = self.held[owner].len();
+        (count > 0).then(|| self.held[owner].remove(pick % count))
+    }
+
+    fn fair_round(&mut self, server: &RedisCluster, order: &[usize]) -> Result<(), String> {
+        let first = self.fair[order[0]].clone();
+        let Ok(held) = self.block(async move { first.acquire().await })? else {
+            return if self.recently_paused() {
+                Ok(())
+            } else {
+                Err("the fair lock's first owner could not take it".to_owned())
+            };
+        };
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        let queue = format!(
+            "{}:fair-queue",
+            self.clients[0].redlock().config().key_for(NAME)
+        );
+        for (place, owner) in order.iter().enumerate().skip(1) {
+            let lock = self.fair[*owner].clone();
+            let got = Arc::clone(&got);
+            let owner = *owner;
+            waiters.push(self.runtime.spawn(async move {
+                let guard = lock.acquire().await?;
+                got.lock().expect("order").push(owner);
+                guard.unlock().await
+            }));
+            let queued = eventually(STEP_LIMIT, || {
+                let length: usize = redis::cmd("ZCARD")
+                    .arg(&queue)
+                    .query(&mut server.node(0).connection())
+                    .unwrap_or(0);
+                length == place
+            });
+            if !queued {
+                return Err(format!("waiter {place} never queued"));
+            }
+        }
+        self.block(held.unlock())?
+            .map_err(|err| format!("fair unlock: {err}"))?;
+        for waiter in waiters {
+            self.block(waiter)?
+                .map_err(|err| format!("fair task: {err}"))?
+                .map_err(|err| format!("fair waiter: {err}"))?;
+        }
+        let got = got.lock().expect("order").clone();
+        if got != order[1..] {
+            return Err(format!(
+                "the fair lock went to {got:?}, queued {:?}",
+                &order[1..]
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the master against the model.
+    fn check(&mut self) -> Result<(), String> {
+        let (sure, may_be) = self.out_bounds();
+        let semaphore = self.semaphores[0].clone();
+        let status = match self.block(async move { semaphore.status().await })? {
+            Ok(status) => status,
+            Err(err) if err.is_retryable() && self.recently_paused() => return Ok(()),
+            Err(err) => return Err(format!("status: {err}")),
+        };
+        // The bounds were read before the status: a permit lost meanwhile only lowers `sure`.
+        if status.acquired > may_be {
+            return Err(format!(
+                "{} permits out on the master, at most {may_be} may be",
+                status.acquired
+            ));
+        }
+        if status.acquired < sure.saturating_sub(self.losing()) {
+            return Err(format!(
+                "{} permits out on the master, at least {sure} are held",
+                status.acquired
+            ));
+        }
+        let latch = self.latches[1].clone();
+        let (left, open) = match self.block(async move {
+            let left = latch.count().await?;
+            let open = latch.wait(Duration::ZERO).await?;
+            Ok::<_, Error>((left, open))
+        })? {
+            Ok(seen) => seen,
+            Err(err) if err.is_retryable() && self.recently_paused() => return Ok(()),
+            Err(err) => return Err(format!("latch: {err}")),
+        };
+        if left != self.latch.left() || open != (self.latch.left() == 0) {
+            return Err(format!(
+                "the latch has {left} left (open: {open}), the model {}",
+                self.latch.left()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Permits whose fixed lease is about to end: lost any moment, maybe already on the master.
+    fn losing(&self) -> u32 {
+        let soon = Instant::now() + MARGIN;
+        self.held
+            .iter()
+            .flatten()
+            .filter(|held| held.ends_by.is_some_and(|end| end < soon))
+            .map(|held| held.permit.permits())
+            .sum()
+    }
+
+    /// Releases everything, waits out the crashed permits, and checks that nothing is left.
+    fn quiesce(mut self, server: &RedisCluster) -> Result<(), String> {
+        for held in self.held.iter_mut().flat_map(std::mem::take) {
+            let _ = self.runtime.block_on(held.permit.release());
+        }
+        let last = self
+            .leftovers
+            .iter()
+            .map(|leftover| leftover.gone_by)
+            .max()
+            .unwrap_or_else(Instant::now);
+        std::thread::sleep(last.saturating_duration_since(Instant::now()));
+        let semaphore = self.semaphores[0].clone();
+        let status = self
+            .runtime
+            .block_on(async move { semaphore.status().await })
+            .map_err(|err| format!("final status: {err}"))?;
+        if status.acquired != 0 {
+            return Err(format!("{} permits still out at the end", status.acquired));
+        }
+        let (semaphore, latch) = (self.semaphores[0].clone(), self.latches[0].clone());
+        self.runtime
+            .block_on(async move {
+                semaphore.delete().await?;
+                latch.delete().await
+            })
+            .map_err(|err| format!("delete: {err}"))?;
+        for client in &self.clients {
+            self.runtime.block_on(client.shutdown());
+            if client.watched_channels() != 0 {
+                return Err("a subscription left".to_owned());
+            }
+        }
+        // Every key of the family's (the node's fencing counter is the client's, and stays).
+        let pattern = format!("{}*", self.clients[0].redlock().config().key_for(NAME));
+        let left = server.count_keys(&pattern);
+        if left != 0 {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(&pattern)
+                .query(&mut server.node(0).connection())
+                .unwrap_or_default();
+            return Err(format!("{left} keys left: {keys:?}"));
+        }
+        Ok(())
+    }
+
+    fn block<F: std::future::Future>(&self, future: F) -> Result<F::Output, String> {
+        self.runtime
+            .block_on(async { tokio::time::timeout(STEP_LIMIT, future).await })
+            .map_err(|_| format!("a step took over {STEP_LIMIT:?}"))
+    }
+
+    fn story(&self) -> String {
+        let mut story = String::new();
+        for (i, step) in self.log.iter().enumerate() {
+            let _ = writeln!(story, "{i:3}: {step}");
+        }
+        story
+    }
+}
+
+#[test]
+fn random_sequences_of_the_one_master_family_match_the_model() {
+    let server = RedisCluster::start(1);
+    let seed = test_seed();
+    let cases = crate::env_number("MODEL_FAMILY_CASES", 20);
+    let steps = crate::env_number("MODEL_STEPS", 24);
+    eprintln!("one-master family: TEST_SEED={seed} cases {cases} MODEL_STEPS={steps}");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let started = Instant::now();
+    for case in 0..cases {
+        let mut family = Family::start(&server);
+        for _ in 0..steps {
+            let step = draw(&mut rng);
+            if let Err(violation) = family.apply(&server, &step).and_then(|()| family.check()) {
+                panic!(
+                    "case {case}: {violation}\nsteps:\n{}\nreplay with TEST_SEED={seed}",
+                    family.story()
+                );
+            }
+        }
+        let story = family.story();
+        if let Err(violation) = family.quiesce(&server) {
+            panic!("case {case}, at the end: {violation}\nsteps:\n{story}\nreplay with TEST_SEED={seed}");
+        }
+    }
+    eprintln!(
+        "model, one-master family: {cases} sequences of up to {steps} steps in {:?}, no violation",
+        started.elapsed()
+    );
+}
