@@ -12,7 +12,10 @@
 //! expiring early or late within the drift, clients paused and crashed.
 //!
 //! The promises of `docs/safety.md` are [`properties`]; the broken variants ([`Variant`]) are
-//! bugs the checker must catch, each with its counterexample.
+//! bugs the checker must catch, each with its counterexample. The read-write lock has a model of
+//! its own ([`rw`]), and so have the quorum designs of the semaphore and the latch
+//! ([`quorum_family`]: the acknowledgement quorum and the grow-only set, against the plain
+//! majority and the counter).
 //!
 //! ```
 //! use redlock_model::{check, find, scenarios, Variant};
@@ -33,6 +36,7 @@ pub mod history;
 pub mod master;
 pub mod network;
 pub mod properties;
+pub mod quorum_family;
 mod report;
 pub mod rw;
 pub mod scenarios;

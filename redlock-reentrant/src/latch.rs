@@ -146,9 +146,10 @@ impl RCountDownLatch {
         Ok(reply.done)
     }
 
-    /// Counts down once, under an id of its own: retried, it still counts once. Nothing when
-    /// the latch is open (or unset). A caller that retries after an error makes a second
-    /// count-down: to retry, use [`RCountDownLatch::count_down_as`] with an id of its own.
+    /// Counts down once, under an id of its own that its own retries keep (the client's retry
+    /// policy): they count once. Nothing when the latch is open (or unset). Calling it again
+    /// after an error is another count-down, with another id: to retry from outside, use
+    /// [`RCountDownLatch::count_down_as`] with an id of your own.
     ///
     /// # Cancel safety
     ///
@@ -187,10 +188,28 @@ impl RCountDownLatch {
             return Err(InvalidArgument::EmptyId.into());
         }
         self.check(LATCH_TTL)?;
+        // The round this count-down belongs to: the one armed when it is called, read once
+        // (retried until it answers). The count-down is then retried in that round only: a
+        // retry after its round opened (its first try's reply lost) and the latch was armed
+        // again changes nothing, rather than count in the next round.
+        let status = self.retried(|| self.run("status", "", "", 0)).await?;
+        if !status.armed {
+            return Ok(());
+        }
+        self.retried(|| self.run("count-down", id, &status.generation, 0))
+            .await
+            .map(drop)
+    }
+
+    /// `request`, tried again as the client's retry policy says while it fails with a
+    /// retryable error (each try is the same request: idempotent).
+    async fn retried<F>(&self, request: impl Fn() -> F) -> Result<LatchReply, Error>
+    where
+        F: std::future::Future<Output = Result<LatchReply, Error>>,
+    {
         let mut retries = self.client.inner.redlock.config().retry.backoff();
         loop {
-            match self.count_down_once(id).await {
-                // Retried as the same id: counted once, wherever an earlier try landed.
+            match request().await {
                 Err(err) if err.is_retryable() => match retries.next_delay() {
                     Some(pause) => tokio::time::sleep(pause).await,
                     None => return Err(err),
@@ -198,16 +217,6 @@ impl RCountDownLatch {
                 done => return done,
             }
         }
-    }
-
-    /// One try of a count-down as `id`: in the round armed now. A count-down that arrives
-    /// after its round opened and the latch was armed again is not the new round's.
-    async fn count_down_once(&self, id: &str) -> Result<(), Error> {
-        let status = self.run("status", "", "", 0).await?;
-        if status.armed {
-            self.run("count-down", id, &status.generation, 0).await?;
-        }
-        Ok(())
     }
 
     /// How many count-downs the latch still needs: 0 when it is open (or unset).

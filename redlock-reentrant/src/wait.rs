@@ -134,7 +134,11 @@ async fn wait_for_grant(
         let waits = left().is_none_or(|left| !left.is_zero());
         registered.sending(waits);
         let outcome = attempt(inner, target, mode, &mut ticket, waits, first).await;
-        first = false;
+        // The first look is the first the nodes answered.
+        first &= !matches!(
+            outcome,
+            Ok(Outcome::Acquired { .. } | Outcome::Held { .. } | Outcome::Contended)
+        );
         registered.answered(
             waits,
             match &outcome {

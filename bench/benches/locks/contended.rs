@@ -93,7 +93,7 @@ impl Outcome {
         self.per_task.iter().sum()
     }
 
-    fn metrics(&self) -> Metrics {
+    pub(crate) fn metrics(&self) -> Metrics {
         let mut metrics = Metrics::new();
         let acquisitions = self.acquisitions();
         metrics.insert(

@@ -16,6 +16,7 @@ mod allocs;
 mod contended;
 mod core;
 mod cpu;
+mod family;
 mod lab;
 mod locker;
 mod machine;
@@ -120,11 +121,12 @@ fn run_workloads(
     results: &mut Results,
     started: Instant,
 ) {
-    let on_lab: [(&str, LabWorkload); 4] = [
+    let on_lab: [(&str, LabWorkload); 5] = [
         (uncontended::WORKLOAD, uncontended::run_all),
         (parallel::WORKLOAD, parallel::run_all),
         (contended::WORKLOAD, contended::run_all),
         (rw::WORKLOAD, rw::run_all),
+        (family::WORKLOAD, family::run_all),
     ];
     let on_lab: Vec<_> = on_lab
         .into_iter()

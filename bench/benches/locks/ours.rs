@@ -14,6 +14,8 @@ pub(crate) struct Ours {
     pub(crate) client: LockClient,
     /// `None`: `lock()` (renewed by the watchdog); `Some`: `lock_with_lease(lease)`.
     lease: Option<Duration>,
+    /// Its locks are fair locks (`LockClient::get_fair_lock`).
+    fair: bool,
 }
 
 impl Ours {
@@ -25,12 +27,28 @@ impl Ours {
     ) -> Result<Self, String> {
         let builder = configure(LockClient::builder().nodes(urls.iter().cloned()));
         let client = builder.build().await.map_err(|e| e.to_string())?;
-        Ok(Self { client, lease })
+        Ok(Self {
+            client,
+            lease,
+            fair: false,
+        })
+    }
+
+    /// The same client, taking fair locks.
+    pub(crate) fn fair(&self) -> Self {
+        Self {
+            fair: true,
+            ..self.clone()
+        }
     }
 
     /// Takes the lock, waiting for its holder if there is one (the owner is the calling task).
     pub(crate) async fn lock(&self, key: &str) -> Result<RLock, String> {
-        let lock = self.client.get_lock(key);
+        let lock = if self.fair {
+            self.client.get_fair_lock(key).map_err(|e| e.to_string())?
+        } else {
+            self.client.get_lock(key)
+        };
         let taken = match self.lease {
             None => lock.lock().await,
             Some(lease) => lock.lock_with_lease(lease).await,

@@ -18,11 +18,21 @@ const LEASE_MS: u64 = 30_000;
 /// The waiting loop's pause between two `SET NX`.
 const POLL: Duration = Duration::from_millis(1);
 
-/// One node's connection and the release script.
+/// Takes a counted permit if fewer than `ARGV[1]` are out (the semaphore floor).
+const COUNTER_SCRIPT: &str = r#"
+if tonumber(redis.call("get", KEYS[1]) or "0") < tonumber(ARGV[1]) then
+  redis.call("incr", KEYS[1])
+  return 1
+end
+return 0
+"#;
+
+/// One node's connection and the scripts.
 #[derive(Clone)]
 pub(crate) struct Raw {
     connection: MultiplexedConnection,
     release: redis::Script,
+    counter: redis::Script,
 }
 
 /// A raw lock this process holds.
@@ -42,6 +52,7 @@ impl Raw {
         Ok(Self {
             connection,
             release: redis::Script::new(RELEASE_SCRIPT),
+            counter: redis::Script::new(COUNTER_SCRIPT),
         })
     }
 
@@ -71,6 +82,38 @@ impl Raw {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+
+    /// The counter floor of a semaphore, Redisson's `RSemaphore` without its pub/sub: one
+    /// script takes a permit if the counter is below `permits` (`INCR`), else takes nothing (no
+    /// holder, no lease: the least a counted semaphore does). Whether it took one.
+    pub(crate) async fn counter_take(&self, key: &str, permits: u32) -> Result<bool, String> {
+        let taken: i64 = self
+            .counter
+            .key(key)
+            .arg(permits)
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(taken == 1)
+    }
+
+    /// Gives a counted permit back (`DECR`).
+    pub(crate) async fn counter_release(&self, key: &str) -> Result<(), String> {
+        redis::cmd("DECR")
+            .arg(key)
+            .query_async::<i64>(&mut self.connection.clone())
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Waits for a counted permit, looking every millisecond (as [`Raw::lock`]).
+    pub(crate) async fn counter_acquire(&self, key: &str, permits: u32) -> Result<(), String> {
+        while !self.counter_take(key, permits).await? {
+            tokio::time::sleep(POLL).await;
+        }
+        Ok(())
     }
 
     pub(crate) async fn unlock(&self, held: Held) -> Result<(), String> {

@@ -13,7 +13,8 @@ use crate::results::Results;
 use crate::stats::Metrics;
 use crate::targets::Target;
 use crate::{
-    contended, parallel, pttl_sampler, quorum_down, rw, stopped, uncontended, watchdog_scale,
+    contended, family, parallel, pttl_sampler, quorum_down, rw, stopped, uncontended,
+    watchdog_scale,
 };
 
 /// The command that regenerates the report.
@@ -91,6 +92,7 @@ impl Report<'_> {
         out.push_str(&self.parallel());
         out.push_str(&self.contended());
         out.push_str(&self.read_write());
+        out.push_str(&self.family());
         out.push_str(&self.quorum_down());
         out.push_str(&self.stopped());
         out.push_str(&self.watchdog());
@@ -391,6 +393,78 @@ impl Report<'_> {
         )
     }
 
+    fn family(&self) -> String {
+        let w = family::WORKLOAD;
+        let rlock = self
+            .medians(contended::WORKLOAD)
+            .into_iter()
+            .find(|(label, _)| label == "ours-1")
+            .map(|(_, m)| m);
+        let rows: Vec<Vec<String>> = self
+            .medians(w)
+            .iter()
+            .map(|(label, m)| {
+                let of = |m: &Metrics, name: &str| m.get(name).copied();
+                let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                    (Some(a), Some(b)) if b > 0.0 => times(a / b),
+                    _ => "-".into(),
+                };
+                let rlock_of = |name: &str| rlock.as_ref().and_then(|m| of(m, name));
+                vec![
+                    label.clone(),
+                    num(m, "semaphore_ops_per_s", 0),
+                    num(m, "counter_ops_per_s", 0),
+                    ratio(of(m, "semaphore_ops_per_s"), of(m, "counter_ops_per_s")),
+                    num(m, "fair_acq_per_s", 0),
+                    ms(m, "fair_handover_p50_us"),
+                    ratio(of(m, "fair_handover_p50_us"), rlock_of("handover_p50_us")),
+                    ms(m, "fair_handover_p99_us"),
+                    num(m, "fair_wait_max_incl_unfinished_ms", 1),
+                    ratio(
+                        of(m, "fair_wait_max_incl_unfinished_ms"),
+                        rlock_of("wait_max_incl_unfinished_ms"),
+                    ),
+                    num(m, "fair_fairness", 2),
+                    num(m, "errors", 0),
+                ]
+            })
+            .collect();
+        format!(
+            "## Semaphore and fair lock (one master)\n\n\
+             The semaphore: {} tasks for {:.1} s per run each take one of {} permits of ours \
+             (`acquire(1)`, renewed by the watchdog), stay inside for a yield (more than {} \
+             inside at once would be a problem) and release it; against the counter floor, the \
+             least a counted semaphore does on one node (Redisson's `RSemaphore` without its \
+             pub/sub: one script `INCR`s the counter if it is below the count, else the task \
+             looks again 1 ms later; `DECR` to release: no holder, no lease, nothing back after \
+             a crash). The fair lock: the contended workload ({} tasks on one key) with \
+             `get_fair_lock`, beside ours-1's `RLock` in the contended table (\"x RLock\": the \
+             fair lock's figure over `RLock`'s). Hand-overs in ms.\n\n{}\n",
+            self.sizes.parallel_tasks,
+            self.sizes.parallel_for.as_secs_f64(),
+            family::PERMITS,
+            family::PERMITS,
+            self.sizes.contended_tasks,
+            table(
+                &[
+                    "impl",
+                    "semaphore pairs/s",
+                    "counter floor pairs/s",
+                    "semaphore x floor",
+                    "fair acq/s",
+                    "fair hand-over p50",
+                    "x RLock",
+                    "fair hand-over p99",
+                    "fair wait max ms",
+                    "x RLock",
+                    "fair fairness",
+                    "errors",
+                ],
+                &rows
+            )
+        )
+    }
+
     fn read_write(&self) -> String {
         let w = rw::WORKLOAD;
         let parallel = self.medians(parallel::WORKLOAD);
@@ -624,11 +698,12 @@ impl Report<'_> {
     }
 }
 
-const WORKLOADS: [&str; 8] = [
+const WORKLOADS: [&str; 9] = [
     uncontended::WORKLOAD,
     parallel::WORKLOAD,
     contended::WORKLOAD,
     rw::WORKLOAD,
+    family::WORKLOAD,
     quorum_down::WORKLOAD,
     stopped::WORKLOAD,
     stopped::CONTENDED,

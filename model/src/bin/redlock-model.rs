@@ -7,6 +7,9 @@
 
 use std::time::Duration;
 
+use redlock_model::quorum_family::{
+    check_family, family_catching, family_scenarios, FamilyVariant,
+};
 use redlock_model::rw::{check_rw, rw_catching, rw_deep_scenarios, rw_scenarios, RwVariant};
 use redlock_model::{check_within, find, scenarios, Variant};
 
@@ -50,7 +53,40 @@ fn main() {
         println!("{}", report.summary());
         failed |= !report.passed();
     }
+    let mut family = family_scenarios(FamilyVariant::Correct);
+    family.retain(|scenario| only.is_none_or(|name| scenario.name == name));
+    for scenario in &family {
+        let report = check_family(scenario, None);
+        println!("{}", report.summary());
+        failed |= !report.passed();
+    }
     if variants {
+        for variant in FamilyVariant::BROKEN {
+            let property = variant.breaks();
+            let scenario = family_catching(variant);
+            let report = check_family(&scenario, Some(property));
+            match report
+                .violations
+                .iter()
+                .find(|(name, _)| *name == property.name())
+            {
+                Some((_, steps)) => println!(
+                    "{variant:?} caught in {}: {:?} broken in {steps} steps ({} states, {:.1} s)",
+                    scenario.name,
+                    property.name(),
+                    report.unique_states,
+                    report.elapsed.as_secs_f64()
+                ),
+                None => {
+                    println!(
+                        "{variant:?} NOT caught in {}: {}",
+                        scenario.name,
+                        report.summary()
+                    );
+                    failed = true;
+                }
+            }
+        }
         for variant in RwVariant::BROKEN {
             let property = variant.breaks();
             let scenario = rw_catching(variant);
