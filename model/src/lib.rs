@@ -30,6 +30,7 @@
 //! assert!(counterexample.expect("caught").steps > 0);
 //! ```
 
+pub mod bounded;
 pub mod client;
 pub mod config;
 pub mod history;

@@ -35,9 +35,8 @@
 //! at least k + 2 masters.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
-use stateright::{Checker, HasDiscoveries, Model, Property};
+use stateright::{Model, Property};
 
 /// A design the checker must find sound, or a broken one it must catch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -483,81 +482,15 @@ impl Model for FamilySystem {
 }
 
 /// What one run of the checker found.
-#[derive(Clone, Debug)]
-pub struct FamilyReport {
-    /// The scenario's name.
-    pub name: &'static str,
-    /// Distinct states explored.
-    pub unique_states: usize,
-    /// How long it took.
-    pub elapsed: Duration,
-    /// Properties broken, with the length of the shortest path found (breadth first).
-    pub violations: Vec<(&'static str, usize)>,
-    /// Situations never reached.
-    pub unreached: Vec<&'static str>,
-}
+pub type FamilyReport = crate::bounded::BoundedReport;
 
-impl FamilyReport {
-    /// Whether every promise held and every situation was reached.
-    pub fn passed(&self) -> bool {
-        self.violations.is_empty() && self.unreached.is_empty()
-    }
-
-    /// One line of figures.
-    pub fn summary(&self) -> String {
-        format!(
-            "{}: {} unique states, {:.1} s; {}",
-            self.name,
-            self.unique_states,
-            self.elapsed.as_secs_f64(),
-            if self.passed() {
-                "every property holds".to_owned()
-            } else {
-                format!(
-                    "violated: {:?}; unreached: {:?}",
-                    self.violations, self.unreached
-                )
-            }
-        )
-    }
-}
-
-/// Explores every execution of `config` breadth first, stopping early only at the first
-/// violation of `stop_at` if given.
+/// Explores every execution of `config` breadth first (a violation's path is a shortest one),
+/// stopping early only at the first violation of `stop_at` if given.
 pub fn check_family(config: &FamilyConfig, stop_at: Option<FamilyProperty>) -> FamilyReport {
     let system = FamilySystem {
         config: config.clone(),
     };
-    let properties = system.properties();
-    let started = Instant::now();
-    let mut builder = system.checker().threads(1);
-    if let Some(property) = stop_at {
-        builder = builder.finish_when(HasDiscoveries::AnyOf(
-            [property.name()].into_iter().collect(),
-        ));
-    }
-    let checker = builder.spawn_bfs().join();
-    let mut violations = Vec::new();
-    let mut unreached = Vec::new();
-    for property in &properties {
-        let found = checker.discovery(property.name);
-        match (property.expectation.clone(), found) {
-            (stateright::Expectation::Sometimes, None) if stop_at.is_none() => {
-                unreached.push(property.name);
-            }
-            (stateright::Expectation::Always, Some(path)) => {
-                violations.push((property.name, path.into_actions().len()));
-            }
-            _ => {}
-        }
-    }
-    FamilyReport {
-        name: config.name,
-        unique_states: checker.unique_state_count(),
-        elapsed: started.elapsed(),
-        violations,
-        unreached,
-    }
+    crate::bounded::check_bounded(config.name, system, stop_at.map(FamilyProperty::name))
 }
 
 /// The bounded scenarios the designs must pass: three clients of a 2-permit semaphore on three

@@ -22,9 +22,8 @@
 //! variants ([`RwVariant`]) are the bugs each promise is there to catch.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
-use stateright::{Checker, HasDiscoveries, Model, Property};
+use stateright::{Model, Property};
 
 /// A bug the checker must catch, or none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -705,44 +704,7 @@ impl Model for RwSystem {
 }
 
 /// What one run of the checker found.
-#[derive(Clone, Debug)]
-pub struct RwReport {
-    /// The scenario's name.
-    pub name: &'static str,
-    /// Distinct states explored.
-    pub unique_states: usize,
-    /// How long it took.
-    pub elapsed: Duration,
-    /// Properties broken, with the length of the shortest path found (breadth first).
-    pub violations: Vec<(&'static str, usize)>,
-    /// Situations never reached.
-    pub unreached: Vec<&'static str>,
-}
-
-impl RwReport {
-    /// Whether every promise held and every situation was reached.
-    pub fn passed(&self) -> bool {
-        self.violations.is_empty() && self.unreached.is_empty()
-    }
-
-    /// One line of figures.
-    pub fn summary(&self) -> String {
-        format!(
-            "{}: {} unique states, {:.1} s; {}",
-            self.name,
-            self.unique_states,
-            self.elapsed.as_secs_f64(),
-            if self.passed() {
-                "every property holds".to_owned()
-            } else {
-                format!(
-                    "violated: {:?}; unreached: {:?}",
-                    self.violations, self.unreached
-                )
-            }
-        )
-    }
-}
+pub type RwReport = crate::bounded::BoundedReport;
 
 /// Explores every execution of `config` breadth first (a violation's path is a shortest one),
 /// stopping early only at the first violation of `stop_at` if given.
@@ -750,36 +712,7 @@ pub fn check_rw(config: &RwConfig, stop_at: Option<RwProperty>) -> RwReport {
     let system = RwSystem {
         config: config.clone(),
     };
-    let properties = system.properties();
-    let started = Instant::now();
-    let mut builder = system.checker().threads(1);
-    if let Some(property) = stop_at {
-        builder = builder.finish_when(HasDiscoveries::AnyOf(
-            [property.name()].into_iter().collect(),
-        ));
-    }
-    let checker = builder.spawn_bfs().join();
-    let mut violations = Vec::new();
-    let mut unreached = Vec::new();
-    for property in &properties {
-        let found = checker.discovery(property.name);
-        match (property.expectation.clone(), found) {
-            (stateright::Expectation::Sometimes, None) if stop_at.is_none() => {
-                unreached.push(property.name);
-            }
-            (stateright::Expectation::Always, Some(path)) => {
-                violations.push((property.name, path.into_actions().len()));
-            }
-            _ => {}
-        }
-    }
-    RwReport {
-        name: config.name,
-        unique_states: checker.unique_state_count(),
-        elapsed: started.elapsed(),
-        violations,
-        unreached,
-    }
+    crate::bounded::check_bounded(config.name, system, stop_at.map(RwProperty::name))
 }
 
 /// The bounded scenarios the real scripts must pass, each with the clients one promise needs:

@@ -559,7 +559,7 @@ impl RPermitExpirableSemaphore {
     /// As [`RPermitExpirableSemaphore::status`].
     pub async fn drain_permits(&self) -> Result<u32, Error> {
         let changed = self.change("drain", 0).await?;
-        Ok(changed.before - changed.after)
+        Ok(changed.before.saturating_sub(changed.after))
     }
 
     /// Deletes the semaphore: its count and every permit out (their holders are told they lost

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use redlock_model::bounded::BoundedReport;
 use redlock_model::quorum_family::{
     check_family, family_catching, family_scenarios, FamilyVariant,
 };
@@ -63,55 +64,13 @@ fn main() {
     if variants {
         for variant in FamilyVariant::BROKEN {
             let property = variant.breaks();
-            let scenario = family_catching(variant);
-            let report = check_family(&scenario, Some(property));
-            match report
-                .violations
-                .iter()
-                .find(|(name, _)| *name == property.name())
-            {
-                Some((_, steps)) => println!(
-                    "{variant:?} caught in {}: {:?} broken in {steps} steps ({} states, {:.1} s)",
-                    scenario.name,
-                    property.name(),
-                    report.unique_states,
-                    report.elapsed.as_secs_f64()
-                ),
-                None => {
-                    println!(
-                        "{variant:?} NOT caught in {}: {}",
-                        scenario.name,
-                        report.summary()
-                    );
-                    failed = true;
-                }
-            }
+            let report = check_family(&family_catching(variant), Some(property));
+            failed |= !says_caught(&format!("{variant:?}"), property.name(), &report);
         }
         for variant in RwVariant::BROKEN {
             let property = variant.breaks();
-            let scenario = rw_catching(variant);
-            let report = check_rw(&scenario, Some(property));
-            match report
-                .violations
-                .iter()
-                .find(|(name, _)| *name == property.name())
-            {
-                Some((_, steps)) => println!(
-                    "{variant:?} caught in {}: {:?} broken in {steps} steps ({} states, {:.1} s)",
-                    scenario.name,
-                    property.name(),
-                    report.unique_states,
-                    report.elapsed.as_secs_f64()
-                ),
-                None => {
-                    println!(
-                        "{variant:?} NOT caught in {}: {}",
-                        scenario.name,
-                        report.summary()
-                    );
-                    failed = true;
-                }
-            }
+            let report = check_rw(&rw_catching(variant), Some(property));
+            failed |= !says_caught(&format!("{variant:?}"), property.name(), &report);
         }
         for variant in Variant::BROKEN {
             let (scenario, property) = scenarios::catching(variant);
@@ -134,5 +93,29 @@ fn main() {
     }
     if failed {
         std::process::exit(1);
+    }
+}
+
+/// Prints whether the broken `variant` was caught breaking `property` in `report`; whether it
+/// was.
+fn says_caught(variant: &str, property: &str, report: &BoundedReport) -> bool {
+    match report.violations.iter().find(|(name, _)| *name == property) {
+        Some((_, steps)) => {
+            println!(
+                "{variant} caught in {}: {property:?} broken in {steps} steps ({} states, {:.1} s)",
+                report.name,
+                report.unique_states,
+                report.elapsed.as_secs_f64()
+            );
+            true
+        }
+        None => {
+            println!(
+                "{variant} NOT caught in {}: {}",
+                report.name,
+                report.summary()
+            );
+            false
+        }
     }
 }

@@ -1,5 +1,6 @@
--- Give up read holds of many locks at once (client shutdown, a lost hold's leftovers), after
--- lua/rw_common.lua and lua/announce.lua; the last reader's departure is announced.
+-- Give up read holds (or permits) of many locks at once (client shutdown, a lost hold's
+-- leftovers), after lua/announce.lua, the holders' kind and lua/rw_common.lua; the last
+-- reader's departure is announced, and every permit's.
 -- KEYS and ARGV as lua/abandon.lua: KEYS[i] a readers hash; ARGV[1] the release message;
 -- ARGV[2i] the hold's field in KEYS[i]; ARGV[2i + 1] the channel of KEYS[i].
 -- Returns how many of the read holds were this process's and were removed.

@@ -72,13 +72,23 @@ local function wait_behind(pttl, holder, now)
     return {0, pttl, holder}
 end
 
-local function refuse_new()
+-- Why the queue's keys cannot be a queue's (an error reply), or nil; then the time, with the
+-- dead waiters purged.
+local function purged()
     local wrong = not_queue(KEYS[3]) or not_queue(KEYS[4])
     if wrong then
         return wrong
     end
     local now = now_ms()
     purge(now)
+    return nil, now
+end
+
+local function refuse_new()
+    local wrong, now = purged()
+    if wrong then
+        return wrong
+    end
     local first = redis.call('zrange', KEYS[3], 0, 0)[1]
     if first and first ~= ARGV[5] then
         -- Every node names the queue alike, so that a majority of them can be waited for.
@@ -95,11 +105,9 @@ local function on_new_hold()
 end
 
 local function refused_by(pttl, holder)
-    local wrong = not_queue(KEYS[3]) or not_queue(KEYS[4])
+    local wrong, now = purged()
     if wrong then
         return wrong
     end
-    local now = now_ms()
-    purge(now)
     return wait_behind(pttl, holder, now)
 end

@@ -13,13 +13,9 @@
 -- release to announce it; until the count is set, the lease: setting it is announced),
 -- {3, count, ''} a second copy of this request (counted once); and {4, count, ''} when more
 -- permits are asked for than the semaphore's count (set) is.
-local wrong = not_readers(KEYS[1])
+local wrong, count = not_semaphore(KEYS[1], KEYS[3])
 if wrong then
     return wrong
-end
-local wrong_count, count = permits_of(KEYS[3])
-if wrong_count then
-    return wrong_count
 end
 local now = now_ms()
 local lease, expected, weight = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])

@@ -24,6 +24,15 @@ local function permits_of(key)
     return nil, count
 end
 
+-- Why the semaphore's keys cannot be a semaphore's (an error reply), or nil; then its count.
+local function not_semaphore(holders, count_key)
+    local wrong = not_readers(holders)
+    if wrong then
+        return wrong
+    end
+    return permits_of(count_key)
+end
+
 -- Every permit out (call `not_readers` first): drops the ones whose deadline passed, and
 -- returns how many permits are out and the earliest deadline among them (nil with none).
 local function permits_out(key, now)

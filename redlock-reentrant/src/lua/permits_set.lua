@@ -10,13 +10,9 @@
 -- gone). ARGV[3]: the semaphore's channel. ARGV[4]: the message.
 -- Returns {done (1, or 0: 'try-set' found a count, 'add' would go below zero, 'take' found too
 -- few free, 'delete' found nothing), the count before, the count after, the permits out}.
-local wrong = not_readers(KEYS[1])
+local wrong, count = not_semaphore(KEYS[1], KEYS[2])
 if wrong then
     return wrong
-end
-local wrong_count, count = permits_of(KEYS[2])
-if wrong_count then
-    return wrong_count
 end
 local op, value = ARGV[1], tonumber(ARGV[2])
 local out = permits_out(KEYS[1], now_ms())

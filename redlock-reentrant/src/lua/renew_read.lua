@@ -1,7 +1,8 @@
--- Renew many read holds on one node in one call (after lua/rw_common.lua): the watchdog's batch
--- renewal, with lua/renew.lua's contract. Each reader's own deadline moves, and only the
--- caller's: a reader nobody renews runs out within its lease whatever the others do. Never
--- recreates a reader that is gone, and never shortens a lease.
+-- Renew many read holds (or permits, keeping their weight) on one node in one call (after the
+-- holders' kind and lua/rw_common.lua): the watchdog's batch renewal, with lua/renew.lua's
+-- contract. Each reader's own deadline moves, and only the caller's: a reader nobody renews
+-- runs out within its lease whatever the others do. Never recreates a reader that is gone, and
+-- never shortens a lease.
 -- Mirrored by the model checker's read-write master (model/src/rw.rs).
 -- KEYS[i]: a readers hash. ARGV[1]: the lease in milliseconds. ARGV[i + 1]: the hold's field.
 -- Returns one integer per key: 1 when the reader is there and runs at least ARGV[1] more, 0

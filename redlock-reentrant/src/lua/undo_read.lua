@@ -1,5 +1,5 @@
--- Undo one acquisition attempt of a read hold on one node, only if it landed: idempotent
--- (after lua/rw_common.lua and lua/announce.lua). KEYS and ARGV as lua/undo.lua: KEYS[1] the
+-- Undo one acquisition attempt of a read hold (or a permit) on one node, only if it landed:
+-- idempotent (after lua/announce.lua, the holders' kind and lua/rw_common.lua). KEYS and ARGV as lua/undo.lua: KEYS[1] the
 -- readers hash; ARGV[1] the attempt's hold field, [2] the count the attempt would have set,
 -- [3] the lock's channel or '' to announce nothing, [4] the release message.
 -- Returns 1 when the attempt was undone here, 0 when there was nothing to undo.

@@ -1,6 +1,7 @@
--- Release one acquisition of a read hold on one node (after lua/rw_common.lua and
--- lua/announce.lua), in constant time; the last reader's release deletes the readers hash and
--- announces it (a writer may wait for it). A reader whose deadline passed and that nobody
+-- Release one acquisition of a read hold (or a semaphore's permit) on one node (after
+-- lua/announce.lua, the holders' kind and lua/rw_common.lua), in constant time; the last
+-- reader's release deletes the readers hash and announces it (a writer may wait for it); every
+-- permit's release is announced (lua/holders_permit.lua). A reader whose deadline passed and that nobody
 -- purged yet still counts here: a writer waiting for it looks again by that deadline anyway.
 -- KEYS and ARGV as lua/unlock.lua: KEYS[1] the readers hash; ARGV[1] the hold's field, [2] the
 -- lock's channel, [3] the release message, [4] the hold's count before this release. Returns

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redlock_reentrant::{Error, InvalidArgument, LockClient, RLock};
+use redlock_reentrant::{LockClient, RLock};
 use redlock_testkit::{eventually_async, HolderProcess, RedisCluster};
 use redlock_tests::{client, released_everywhere, WATCHDOG};
 
@@ -214,18 +214,5 @@ async fn a_live_waiter_is_first_until_its_heartbeat_stops() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_several_masters_a_fair_lock_is_refused_before_anything_is_sent() {
-    let cluster = RedisCluster::start(3);
-    let alice = client(&cluster, WATCHDOG).await;
-    let refused = alice.get_fair_lock("queue");
-    assert!(
-        matches!(
-            refused,
-            Err(Error::InvalidArgument(InvalidArgument::UnsoundOnQuorum {
-                nodes: 3,
-                ..
-            }))
-        ),
-        "{refused:?}"
-    );
-    assert_eq!(cluster.count_keys("*"), 0, "nothing was sent");
+    crate::refused_on_three_masters(|client| client.get_fair_lock("queue")).await;
 }

@@ -403,20 +403,7 @@ async fn a_dropped_permit_and_a_dropped_waiter_leave_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_several_masters_a_semaphore_is_refused_before_anything_is_sent() {
-    let cluster = RedisCluster::start(3);
-    let alice = client(&cluster, WATCHDOG).await;
-    let refused = alice.get_permit_expirable_semaphore("pool");
-    assert!(
-        matches!(
-            refused,
-            Err(Error::InvalidArgument(InvalidArgument::UnsoundOnQuorum {
-                nodes: 3,
-                ..
-            }))
-        ),
-        "{refused:?}"
-    );
-    assert_eq!(cluster.count_keys("*"), 0, "nothing was sent");
+    crate::refused_on_three_masters(|client| client.get_permit_expirable_semaphore("pool")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
