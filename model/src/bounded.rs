@@ -27,6 +27,14 @@ impl BoundedReport {
         self.violations.is_empty() && self.unreached.is_empty()
     }
 
+    /// The length of the shortest path found that breaks the property named `property`.
+    pub fn steps_to(&self, property: &str) -> Option<usize> {
+        self.violations
+            .iter()
+            .find(|(name, _)| *name == property)
+            .map(|(_, steps)| *steps)
+    }
+
     /// One line of figures.
     pub fn summary(&self) -> String {
         format!(

@@ -21,11 +21,7 @@ fn the_plain_majority_and_the_counter_are_caught() {
     for variant in FamilyVariant::BROKEN {
         let property = variant.breaks();
         let report = check_family(&family_catching(variant), Some(property));
-        let steps = report
-            .violations
-            .iter()
-            .find(|(name, _)| *name == property.name())
-            .map(|(_, steps)| *steps);
+        let steps = report.steps_to(property.name());
         println!(
             "{variant:?} breaks {:?} in {steps:?} steps ({} states)",
             property.name(),

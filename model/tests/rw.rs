@@ -18,11 +18,7 @@ fn every_broken_read_write_variant_is_caught() {
     for variant in RwVariant::BROKEN {
         let property = variant.breaks();
         let report = check_rw(&rw_catching(variant), Some(property));
-        let steps = report
-            .violations
-            .iter()
-            .find(|(name, _)| *name == property.name())
-            .map(|(_, steps)| *steps);
+        let steps = report.steps_to(property.name());
         println!(
             "{variant:?} breaks {:?} in {steps:?} steps ({} states)",
             property.name(),

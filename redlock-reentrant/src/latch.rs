@@ -15,10 +15,6 @@ use crate::{Error, LockClient};
 /// [`RCountDownLatch::try_set_count_with_ttl`] says otherwise: one day.
 pub const LATCH_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// How long a waiter waits between looks when no opening is heard: a lost announcement costs
-/// this much, never the wait.
-const LOOK_AGAIN: Duration = Duration::from_secs(1);
-
 /// A count-down latch: Redisson's `RCountDownLatch` for tokio, without its double counts.
 /// Armed with a count ([`try_set_count`]), it opens once that many count-downs happened, and
 /// every [`wait`](RCountDownLatch::wait)er returns.
@@ -254,35 +250,11 @@ impl RCountDownLatch {
     /// ```
     pub async fn wait(&self, wait: Duration) -> Result<bool, Error> {
         let deadline = Instant::now().checked_add(wait);
-        let mut subscription = None;
-        let mut retries = self.client.inner.redlock.config().retry.backoff();
-        loop {
-            // A failed look pauses as the client's retry policy says (and ends the wait once it
-            // is spent); a look that answers resets it.
-            let mut pause_after_failure = None;
-            match self.count().await {
-                Ok(0) => return Ok(true),
-                Ok(_) => retries = self.client.inner.redlock.config().retry.backoff(),
-                Err(err) if err.is_retryable() => match retries.next_delay() {
-                    Some(pause) => pause_after_failure = Some(pause),
-                    None => return Err(err),
-                },
-                Err(err) => return Err(err),
-            }
-            let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
-            if left == Some(Duration::ZERO) {
-                return Ok(false);
-            }
-            let Some(heard) = &subscription else {
-                // Listen, then look again: an opening between the two still wakes this waiter.
-                let wakeups = &self.client.inner.wakeups;
-                subscription = Some(wakeups.subscribe(&self.channel, true).await);
-                continue;
-            };
-            let pause = pause_after_failure.unwrap_or(LOOK_AGAIN);
-            let pause = left.map_or(pause, |left| left.min(pause));
-            let _ = tokio::time::timeout(pause, heard.notify().notified()).await;
-        }
+        let inner = &self.client.inner;
+        crate::one_master::wait_announced(inner, &self.channel, deadline, true, || async {
+            Ok(self.count().await? == 0)
+        })
+        .await
     }
 
     /// Deletes the latch: it is open (its waiters return), and can be armed again. Whether

@@ -1,12 +1,21 @@
 //! The primitives that are sound on one master only (semaphores, the count-down latch): their
 //! refusal on several, and their calls to the one.
 
+use std::future::Future;
+use std::time::Duration;
+
 use redlock_core::lock_kind::{FanOut, ScriptCall};
 use redlock_core::redis::FromRedisValue;
 use redlock_core::InvalidArgument;
 
+use tokio::time::Instant;
+
 use crate::inner::Inner;
 use crate::Error;
+
+/// How long a waiter of [`wait_announced`] waits between looks when nothing is announced: a
+/// lost announcement costs this much, never the wait.
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
 
 /// Refuses `primitive` on a client of several masters, before anything is sent, saying why.
 pub(crate) fn refuse_quorum(
@@ -49,5 +58,48 @@ pub(crate) async fn run_once<T: FromRedisValue + Clone>(
     match value {
         Some(value) if fan.answered() >= fan.quorum() => Ok(value),
         _ => Err(Error::no_quorum(name, fan.answered(), fan)),
+    }
+}
+
+/// Looks with `look` until it says done (`Ok(true)`), or `deadline` passes (`Ok(false)`; `None`:
+/// no deadline). Listens on `channel` after the first look, then looks again (an announcement
+/// between the two still wakes it), then on every announcement and at least every
+/// [`LOOK_AGAIN`]. A look that fails with a retryable error ends the wait with it, unless
+/// `retry_failed_looks`: then it pauses as the client's retry policy says, and ends the wait
+/// once the policy is spent (a look that answers resets it).
+pub(crate) async fn wait_announced<F>(
+    inner: &Inner,
+    channel: &str,
+    deadline: Option<Instant>,
+    retry_failed_looks: bool,
+    mut look: impl FnMut() -> F,
+) -> Result<bool, Error>
+where
+    F: Future<Output = Result<bool, Error>>,
+{
+    let mut subscription = None;
+    let mut retries = inner.redlock.config().retry.backoff();
+    loop {
+        let mut pause_after_failure = None;
+        match look().await {
+            Ok(true) => return Ok(true),
+            Ok(false) => retries = inner.redlock.config().retry.backoff(),
+            Err(err) if retry_failed_looks && err.is_retryable() => match retries.next_delay() {
+                Some(pause) => pause_after_failure = Some(pause),
+                None => return Err(err),
+            },
+            Err(err) => return Err(err),
+        }
+        let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+        if left == Some(Duration::ZERO) {
+            return Ok(false);
+        }
+        let Some(heard) = &subscription else {
+            subscription = Some(inner.wakeups.subscribe(channel, true).await);
+            continue;
+        };
+        let pause = pause_after_failure.unwrap_or(LOOK_AGAIN);
+        let pause = left.map_or(pause, |left| left.min(pause));
+        let _ = tokio::time::timeout(pause, heard.notify().notified()).await;
     }
 }

@@ -285,10 +285,6 @@ pub struct UnownedSemaphore {
     core: RPermitExpirableSemaphore,
 }
 
-/// How long an unowned acquisition waits between looks when no release is heard (a lost
-/// announcement costs this much, never the wait).
-const UNOWNED_LOOK_AGAIN: Duration = Duration::from_secs(1);
-
 impl UnownedSemaphore {
     pub(crate) fn new(core: RPermitExpirableSemaphore) -> Self {
         Self { core }
@@ -329,25 +325,11 @@ impl UnownedSemaphore {
             .into());
         }
         let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
-        let mut subscription = None;
-        loop {
-            if self.core.change("take", permits.into()).await?.done {
-                return Ok(true);
-            }
-            let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
-            if left == Some(Duration::ZERO) {
-                return Ok(false);
-            }
-            let Some(heard) = &subscription else {
-                // Listen, then look again: a release between the two still wakes this waiter.
-                let wakeups = &self.core.client().inner.wakeups;
-                subscription = Some(wakeups.subscribe(self.core.channel(), true).await);
-                continue;
-            };
-            let notified = heard.notify().notified();
-            let pause = left.map_or(UNOWNED_LOOK_AGAIN, |left| left.min(UNOWNED_LOOK_AGAIN));
-            let _ = tokio::time::timeout(pause, notified).await;
-        }
+        let inner = &self.core.client().inner;
+        crate::one_master::wait_announced(inner, self.core.channel(), deadline, false, || async {
+            Ok(self.core.change("take", permits.into()).await?.done)
+        })
+        .await
     }
 
     /// Raises the count by `permits`, whoever took them (or nobody: this makes permits).

@@ -99,8 +99,8 @@ fn main() {
 /// Prints whether the broken `variant` was caught breaking `property` in `report`; whether it
 /// was.
 fn says_caught(variant: &str, property: &str, report: &BoundedReport) -> bool {
-    match report.violations.iter().find(|(name, _)| *name == property) {
-        Some((_, steps)) => {
+    match report.steps_to(property) {
+        Some(steps) => {
             println!(
                 "{variant} caught in {}: {property:?} broken in {steps} steps ({} states, {:.1} s)",
                 report.name,
