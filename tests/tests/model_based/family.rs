@@ -285,6 +285,7 @@ impl Family {
                 })?;
                 match taken {
                     Ok(Some(permit)) => {
+                        self.note("granted");
                         let ends_by = lease.map(|lease| asked + lease);
                         self.held[owner].push(Held { permit, ends_by });
                         if self.believed() > COUNT {
@@ -299,13 +300,16 @@ impl Family {
                             "refused {permits} permits though {sure_free} were surely free"
                         ));
                     }
-                    Ok(None) => {}
+                    Ok(None) => self.note("refused"),
                     // The master did not answer in time (paused, or a busy machine): the
                     // attempt is undone in the background; until then it may be out.
-                    Err(err) if err.is_retryable() => self.leftovers.push(Leftover {
-                        permits,
-                        gone_by: Instant::now() + lease.unwrap_or(WATCHDOG) + MARGIN,
-                    }),
+                    Err(err) if err.is_retryable() => {
+                        self.note(&err.to_string());
+                        self.leftovers.push(Leftover {
+                            permits,
+                            gone_by: Instant::now() + lease.unwrap_or(WATCHDOG) + MARGIN,
+                        });
+                    }
                     Err(err) => return Err(format!("take: {err}")),
                 }
             }
@@ -313,17 +317,17 @@ impl Family {
                 let Some(held) = self.pick(owner, pick) else {
                     return Ok(());
                 };
-                let was_lost = held.permit.is_lost();
                 let permits = held.permit.permits();
                 let gone_by = Instant::now() + WATCHDOG + MARGIN;
-                match self.block(held.permit.release())? {
+                let released = self.block(held.permit.release())?;
+                self.note(&format!("{permits} permits: {released:?}"));
+                match released {
                     Ok(()) => {}
-                    Err(Error::LockLost { .. }) if was_lost || self.recently_paused() => {}
-                    Err(Error::LockLost { .. }) => {
-                        // Lost since the look above (its fixed lease ran out meanwhile).
-                    }
-                    // Not answered: the permits are given up, and come back with their lease.
-                    Err(err) if err.is_retryable() => {
+                    // Lost (a fixed lease that ran out, a renewal refused): its holder is told a
+                    // margin before the master's deadline, and what is left of it is deleted in
+                    // the background, so it may be out until its lease ends. Not answered: the
+                    // permits are given up, and come back with their lease.
+                    Err(err) if matches!(err, Error::LockLost { .. }) || err.is_retryable() => {
                         self.leftovers.push(Leftover { permits, gone_by });
                     }
                     Err(err) => return Err(format!("release: {err}")),
@@ -342,6 +346,7 @@ impl Family {
                 let permits = held.permit.permits();
                 let semaphore = self.semaphores[by].clone();
                 let released = self.block(async move { semaphore.release(&id).await })?;
+                self.note(&format!("{permits} permits: {released:?}"));
                 match released {
                     // Its holder is told at its next renewal; it is no longer its to count.
                     Ok(()) => {
@@ -368,6 +373,7 @@ impl Family {
                     return Ok(());
                 };
                 let permits = held.permit.permits();
+                self.note(&format!("{permits} permits"));
                 let gone_by = Instant::now() + WATCHDOG + MARGIN;
                 // Dropped on a thread with no runtime: nothing is sent, renewal stops.
                 let _ = std::thread::spawn(move || drop(held)).join();
@@ -420,6 +426,13 @@ impl Family {
             }
         }
         Ok(())
+    }
+
+    /// Adds what a step came to, to its line of the story.
+    fn note(&mut self, outcome: &str) {
+        if let Some(line) = self.log.last_mut() {
+            let _ = write!(line, " -> {outcome}");
+        }
     }
 
     /// Deletes the latch (the model unarmed), looking again until the master answers.

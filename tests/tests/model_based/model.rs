@@ -832,6 +832,13 @@ impl Model {
                 self.linger(lock, lease);
                 Ok(())
             }
+            Released::NotOwner(_) if finishes_pending && hold.let_go && hold.count == 1 => {
+                // The owner's final release, left pending, was of this guard's acquisition: it
+                // is retried first and ends the guard's hold, which was then released through
+                // the lock (documented on `RGuard::unlock`).
+                *hold = Hold::default();
+                Ok(())
+            }
             other => Err(format!(
                 "a{actor} l{lock}: a release of a live hold of {} answered {other:?}",
                 hold.count
