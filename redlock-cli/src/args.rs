@@ -89,8 +89,9 @@ pub(crate) struct RunArgs {
     /// Take one of N permits of the semaphore NAME instead of the lock: at most N runs of NAME
     /// at once, on every host. The first run sets the semaphore's count; a run whose N differs
     /// from the count set is refused (a usage error). Each permit has its own lease: a killed
-    /// run's permit comes back within it. One Redis master only (a semaphore of more than one
-    /// permit is not sound on a majority of several).
+    /// run's permit comes back within it. On several Redis masters each permit is granted by
+    /// floor(N·M/(N+1)) + 1 of the M masters (a majority is not enough for N > 1), so it
+    /// tolerates fewer masters down than the lock: 2 permits on 3 masters need all 3.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) permits: Option<u32>,
     /// Wait at most this long for the lock (`30s`, `5m`), then exit with the busy code.

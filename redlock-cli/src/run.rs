@@ -8,7 +8,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 use redlock_reentrant::{
-    Error, LockClient, LockGuard, LostReason, Permit, RLock, RPermitExpirableSemaphore,
+    Error, InvalidArgument, LockClient, LockGuard, LostReason, Permit, RLock,
+    RPermitExpirableSemaphore,
 };
 use tokio::time::Instant;
 
@@ -163,8 +164,8 @@ async fn take_lock(
     }
 }
 
-/// Takes a permit of the semaphore NAME, whose count is `permits` (set by the first run; a run
-/// that disagrees is refused), or fails busy.
+/// Takes a permit of the semaphore NAME, whose count is `permits` (fixed by every run, on every
+/// master: set by the first; a run that disagrees is refused), or fails busy.
 async fn take_permit(
     client: &LockClient,
     permits: u32,
@@ -172,18 +173,14 @@ async fn take_permit(
     signals: &mut Caught,
     out: &Reporter,
 ) -> Result<Held, Failure> {
-    let semaphore = client.get_permit_expirable_semaphore(args.name.as_str())?;
-    if !semaphore.try_set_permits(permits).await? {
-        let count = semaphore.permits().await?;
-        if count != permits {
-            return Err(Failure::Usage(format!(
-                "the semaphore {} has {count} permits, not {permits}: every run of it must give \
-                 the same --permits (delete it with `redlock unlock --force --permits {}` to \
-                 change it)",
-                args.name, args.name
-            )));
-        }
-    }
+    let semaphore = client.get_quorum_semaphore(args.name.as_str(), permits)?;
+    let differs = |found: u32| {
+        Failure::Usage(format!(
+            "the semaphore {} has {found} permits, not {permits}: every run of it must give the \
+             same --permits (delete it with `redlock unlock --force --permits {}` to change it)",
+            args.name, args.name
+        ))
+    };
     let wait = match (args.no_wait, args.wait) {
         (true, _) => Some(Duration::ZERO),
         (false, wait) => wait,
@@ -198,16 +195,22 @@ async fn take_permit(
         }
     };
     tokio::pin!(attempt);
-    let permit = tokio::select! {
-        taken = &mut attempt => taken?,
+    let taken = tokio::select! {
+        taken = &mut attempt => taken,
         () = tokio::time::sleep(MENTION_WAITS_AFTER), if !args.no_wait => {
             out.info(&format!("waiting for one of the {permits} permits of {}", args.name));
             tokio::select! {
-                taken = attempt => taken?,
+                taken = attempt => taken,
                 signal = signals.next_ending() => return Err(Failure::Interrupted(signal as i32)),
             }
         }
         signal = signals.next_ending() => return Err(Failure::Interrupted(signal as i32)),
+    };
+    let permit = match taken {
+        Err(Error::InvalidArgument(InvalidArgument::PermitCountDiffers { found, .. })) => {
+            return Err(differs(found))
+        }
+        taken => taken?,
     };
     match permit {
         Some(permit) => Ok(Held::Permits(permit)),

@@ -221,7 +221,9 @@ where
     F: Future<Output = Result<T, Error>>,
 {
     let client = connect(connection, WatchdogLease::TakesNoLock, out).await?;
-    let answer = match client.get_permit_expirable_semaphore(name) {
+    // Its status and its deletion need no count: the masters say theirs. Built as one permit
+    // (the fixed count only decides acquisitions), so several masters are not refused.
+    let answer = match client.get_quorum_semaphore(name, 1) {
         Ok(semaphore) => question(semaphore).await,
         Err(err) => Err(err),
     };

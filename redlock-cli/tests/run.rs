@@ -925,12 +925,31 @@ mod permits {
     }
 
     #[test]
-    fn on_several_masters_permits_are_refused() {
+    fn on_three_masters_at_most_n_runs_at_once() {
+        // 2 permits on 3 masters: each granted by all three (a majority is not sound).
         let (_cluster, nodes) = masters(3);
         let scratch = Scratch::new();
-        let refused = try_run(&nodes, "2", &scratch, "out");
-        refused.assert_code(USAGE);
-        assert!(refused.stderr.contains("not sound"), "{refused:#?}");
-        assert_eq!(scratch.read("out"), "");
+        let first = start(&nodes, "2", &scratch, "first");
+        let second = start(&nodes, "2", &scratch, "second");
+        scratch.await_file("first");
+        scratch.await_file("second");
+        try_run(&nodes, "2", &scratch, "third").assert_code(BUSY);
+        assert_eq!(scratch.read("third"), "", "two of two permits out");
+        let status = permits_status(&nodes);
+        assert_eq!(
+            (&status["permits"], &status["acquired"]),
+            (&serde_json::json!(2), &serde_json::json!(2)),
+            "{status}"
+        );
+        try_run(&nodes, "3", &scratch, "disagrees").assert_code(USAGE);
+        scratch.touch("go");
+        first.wait().assert_code(0);
+        second.wait().assert_code(0);
+        try_run(&nodes, "2", &scratch, "after").assert_code(0);
+        assert_eq!(scratch.read("after"), "ran\n");
+        let deleted =
+            finish(redlock(&nodes).args(["unlock", "--force", "--permits", "uploads", "--json"]));
+        deleted.assert_code(0);
+        assert_eq!(permits_status(&nodes)["set"], serde_json::json!(false));
     }
 }

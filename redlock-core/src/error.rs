@@ -250,6 +250,26 @@ pub enum InvalidArgument {
         /// The latch's name.
         name: String,
     },
+    /// An arming of a count-down latch whose count its client fixed
+    /// (`LockClient::get_quorum_count_down_latch`): its count-downs arm it, with that count.
+    #[error("invalid argument: the count-down latch `{name}` has a count of {count} fixed by its client; it is armed by its count-downs")]
+    CountFixed {
+        /// The latch's name.
+        name: String,
+        /// Its fixed count.
+        count: u32,
+    },
+    /// A count-down of a latch whose count its client fixed found another round on a master
+    /// (armed with another count, or by `try_set_count`): it counted nothing there.
+    #[error("invalid argument: the count-down latch `{name}` was built with a count of {fixed}, but a master has a round of {found}")]
+    CountDiffers {
+        /// The latch's name.
+        name: String,
+        /// The count this client fixed.
+        fixed: u32,
+        /// The count of the round a master has.
+        found: u32,
+    },
     /// An empty id (a count-down's).
     #[error("invalid argument: the id is empty")]
     EmptyId,
@@ -269,6 +289,27 @@ pub enum InvalidArgument {
     UnknownPermit {
         /// The semaphore's name.
         name: String,
+    },
+    /// A semaphore whose count the client fixed (`LockClient::get_quorum_semaphore`) found
+    /// another count on a master (set by a client that fixed another, or by `set_permits`):
+    /// two counts would let more permits out than either allows. Nothing was taken.
+    #[error("invalid argument: the semaphore `{name}` was built with {fixed} permits, but a master has {found}")]
+    PermitCountDiffers {
+        /// The semaphore's name.
+        name: String,
+        /// The count this client fixed.
+        fixed: u32,
+        /// The count a master has.
+        found: u32,
+    },
+    /// A change of the count of a semaphore whose count the client fixed: it is part of what
+    /// makes the semaphore sound on its masters, and changes only with the clients' code.
+    #[error("invalid argument: the semaphore `{name}` has a fixed count of {permits} permits; build it with another count to change it")]
+    PermitsFixed {
+        /// The semaphore's name.
+        name: String,
+        /// Its fixed count.
+        permits: u32,
     },
     /// A primitive that a majority of independent masters cannot keep sound, built on several:
     /// refused before anything is sent.

@@ -72,6 +72,7 @@ impl LockScript {
             by_source: false,
             releasing: false,
             replicated: false,
+            quorum: None,
         }
     }
 
@@ -111,6 +112,8 @@ pub struct ScriptCall {
     by_source: bool,
     releasing: bool,
     replicated: bool,
+    /// How many nodes decide it; `None`: a majority.
+    quorum: Option<usize>,
 }
 
 /// The keys of a call, in one inline buffer: a lock's keys fit without an allocation.
@@ -230,6 +233,21 @@ impl ScriptCall {
     pub fn replicated(mut self) -> Self {
         self.replicated = true;
         self
+    }
+
+    /// Decided by `quorum` nodes rather than a majority ([`FanOut::quorum`](crate::lock_kind::FanOut::quorum)
+    /// says it to the caller's decisions); `None` keeps the majority. For a lock kind whose
+    /// promise needs more nodes than any two holders share: a semaphore of k permits needs
+    /// [`ack_quorum`](crate::quorum::ack_quorum). At most every node.
+    #[must_use]
+    pub fn with_quorum(mut self, quorum: Option<usize>) -> Self {
+        self.quorum = quorum;
+        self
+    }
+
+    /// How many nodes decide the call (see [`ScriptCall::with_quorum`]); `None`: a majority.
+    pub(crate) fn quorum(&self) -> Option<usize> {
+        self.quorum
     }
 
     /// Whether the call must reach replicas (see [`ScriptCall::replicated`]).

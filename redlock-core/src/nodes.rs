@@ -129,8 +129,11 @@ impl NodeSet {
         // built; its request is made here (the cluster variant packed only where a node runs
         // it), when the future is made; nothing is sent before its first poll.
         let to_cluster = self.nodes.iter().any(Node::is_cluster_member);
+        let quorum = call
+            .quorum()
+            .map_or_else(|| self.quorum(), |quorum| quorum.clamp(1, self.nodes.len()));
         let request = Request::Script(Arc::new(PreparedScript::new(call, to_cluster)));
-        self.fan_out(request, timeout, ask, decided)
+        self.fan_out(request, timeout, quorum, ask, decided)
     }
 
     /// Runs one command on every node at once, each within `timeout`, waiting for every reply.
@@ -144,18 +147,18 @@ impl NodeSet {
         timeout: Duration,
     ) -> impl Future<Output = FanOut<T>> + 'a {
         let request = Request::Command(Arc::new(cmd.clone()));
-        self.fan_out(request, timeout, |_| true, |_| false)
+        self.fan_out(request, timeout, self.quorum(), |_| true, |_| false)
     }
 
     async fn fan_out<T: FromRedisValue>(
         &self,
         request: Request,
         timeout: Duration,
+        quorum: usize,
         ask: impl Fn(usize) -> bool,
         decided: impl Fn(&FanOut<T>) -> bool,
     ) -> FanOut<T> {
         let started = Instant::now();
-        let quorum = self.quorum();
         // With a majority answering, a node that stopped answering is not waited on; one
         // reading of the flags decides both the count and which nodes are skipped.
         let unresponsive: SmallVec<[bool; 16]> =

@@ -19,6 +19,30 @@ pub const fn majority(nodes: usize) -> usize {
     nodes / 2 + 1
 }
 
+/// The number of nodes that must grant a permit of a `permits`-permit semaphore, so that no
+/// more than `permits` permits are ever out: `floor(permits * nodes / (permits + 1)) + 1`.
+///
+/// Each node grants at most `permits` permits, so `permits + 1` holders would need
+/// `(permits + 1) * quorum > permits * nodes` grants from `permits * nodes` places (weights
+/// count the same way: holders of `permits + 1` permits or more need as many grants). For one
+/// permit it is the [`majority`]. It tolerates `nodes - quorum` nodes down, and never fewer
+/// than one node is needed; a `permits` of 0 counts as 1.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::quorum::{ack_quorum, majority};
+/// assert_eq!(ack_quorum(1, 5), majority(5));
+/// assert_eq!(ack_quorum(2, 3), 3); // every master: none may fail
+/// assert_eq!(ack_quorum(2, 5), 4); // one may fail
+/// assert_eq!(ack_quorum(3, 1), 1);
+/// ```
+pub const fn ack_quorum(permits: u32, nodes: usize) -> usize {
+    let permits = if permits == 0 { 1 } else { permits as usize };
+    // `permits * nodes` in u128: no overflow for any u32 and usize.
+    (permits as u128 * nodes as u128 / (permits as u128 + 1)) as usize + 1
+}
+
 /// The allowance for clock drift between this client and the Redis nodes over one lease:
 /// `lease * factor + floor`.
 ///
@@ -108,6 +132,20 @@ mod tests {
         fn two_majorities_always_share_a_node(nodes in 1usize..64) {
             prop_assert!(2 * majority(nodes) > nodes);
             prop_assert!(majority(nodes) <= nodes);
+        }
+
+        #[test]
+        fn more_holders_than_permits_never_find_enough_grants(
+            permits in 1u32..40,
+            nodes in 1usize..40,
+        ) {
+            let quorum = ack_quorum(permits, nodes);
+            // Pigeonhole: permits + 1 holders' grants exceed what the nodes can give...
+            prop_assert!((permits as usize + 1) * quorum > permits as usize * nodes);
+            // ...and with one grant fewer each they would not: the quorum is the smallest.
+            prop_assert!((permits as usize + 1) * (quorum - 1) <= permits as usize * nodes);
+            prop_assert!(quorum <= nodes.max(1));
+            prop_assert_eq!(ack_quorum(1, nodes), majority(nodes));
         }
 
         #[test]

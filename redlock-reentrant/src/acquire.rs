@@ -105,6 +105,7 @@ pub(crate) async fn attempt(
         .acquire()
         .call()
         .replicated()
+        .with_quorum(target.quorum())
         .key(target.key())
         .key(&*target.fence_key);
     // A read-write lock's side also reads the other side and the waiting writers.
@@ -130,7 +131,9 @@ pub(crate) async fn attempt(
         LockKeys::ReadWrite(_) | LockKeys::Fair(_) if target.kind() != Kind::Read => call
             .arg(u8::from(waits))
             .arg(lease_millis(inner.writer_heartbeat())),
-        LockKeys::Permits(permits) => call.arg(permits.weight),
+        LockKeys::Permits(permits) => call
+            .arg(permits.weight)
+            .arg(permits.fixed.map_or(0, |fixed| fixed.permits)),
         _ => call,
     };
     // Decided once a majority granted, or a majority answered and too few can still grant; the
@@ -421,6 +424,19 @@ fn failure(
     }
     if fan.answered() < fan.quorum() {
         return Err(Error::no_quorum(&target.name, fan.answered(), fan));
+    }
+    let differs = fan.values().find_map(|reply| match reply {
+        AcquireReply::CountDiffers { count } => Some(*count),
+        _ => None,
+    });
+    if let (Some(found), LockKeys::Permits(permits)) = (differs, &target.keys) {
+        // Another count than the one fixed: more permits could go out than either allows.
+        return Err(InvalidArgument::PermitCountDiffers {
+            name: target.name.to_string(),
+            fixed: permits.fixed.map_or(0, |fixed| fixed.permits),
+            found,
+        }
+        .into());
     }
     let over_count = fan.values().find_map(|reply| match reply {
         AcquireReply::OverCount { count } => Some(*count),

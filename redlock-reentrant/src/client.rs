@@ -143,6 +143,48 @@ impl LockClient {
         RPermitExpirableSemaphore::new(self.clone(), name.into())
     }
 
+    /// The semaphore `name` of `permits` permits fixed by this client, sound on all its masters
+    /// (see [`RPermitExpirableSemaphore`]): each acquisition is granted by
+    /// `floor(k·N/(k+1)) + 1` of the N masters rather than a majority
+    /// ([`RPermitExpirableSemaphore::quorum`]), so holders that each won a different set of
+    /// masters can never hold more than k permits together (each master grants at most k).
+    /// It tolerates `N - quorum` masters down: with one permit, a minority (it is the mutex);
+    /// 2 permits on 3 masters need all 3, and surviving one master down takes at least k + 2
+    /// masters. On one master it is that master's semaphore with its count fixed.
+    ///
+    /// The count is set on each master by the first acquisition that finds none there, and
+    /// every client of the semaphore must fix the same: an acquisition that finds another is
+    /// refused ([`InvalidArgument::PermitCountDiffers`](crate::InvalidArgument::PermitCountDiffers)),
+    /// and the count verbs (`set_permits`, `add_permits`, `drain_permits`, `try_set_permits`)
+    /// answer [`InvalidArgument::PermitsFixed`](crate::InvalidArgument::PermitsFixed). Nothing
+    /// is sent yet.
+    ///
+    /// As every Redlock primitive, it counts on the masters keeping what they granted: a
+    /// master restarted without its data must stay out for a lease first (see the deployment
+    /// notes).
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::ZeroPermits`](crate::InvalidArgument::ZeroPermits) for `permits` 0.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// // At most three calls to the payment provider at once, on every master of the client.
+    /// let calls = client.get_quorum_semaphore("payment-provider", 3)?;
+    /// let permit = calls.acquire(1).await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_quorum_semaphore(
+        &self,
+        name: impl Into<String>,
+        permits: u32,
+    ) -> Result<RPermitExpirableSemaphore, Error> {
+        RPermitExpirableSemaphore::new_fixed(self.clone(), name.into(), permits)
+    }
+
     /// The semaphore `name` with Redisson's `RSemaphore` verbs (`acquire(n)`, `release(n)`),
     /// whose permits come back when their holder dies (see [`RSemaphore`]): the same
     /// semaphore as [`LockClient::get_permit_expirable_semaphore`] of that name.
@@ -209,6 +251,47 @@ impl LockClient {
     /// ```
     pub fn get_count_down_latch(&self, name: impl Into<String>) -> Result<RCountDownLatch, Error> {
         RCountDownLatch::new(self.clone(), name.into())
+    }
+
+    /// The count-down latch `name` of `count` count-downs fixed by this client, sound on all
+    /// its masters (see [`RCountDownLatch`]): a count-down adds its id to a set on every master
+    /// and is done once a majority has it; [`RCountDownLatch::count`] and
+    /// [`RCountDownLatch::wait`] read a majority and count the ids of the union. Every
+    /// count-down done is on a majority, and any two majorities share a master, so a reader
+    /// that asks after the last count-down sees it; and the union holds only ids counted down,
+    /// so the latch never opens early. It tolerates a minority of masters down.
+    ///
+    /// It is armed from the start (no [`RCountDownLatch::try_set_count`]: that is
+    /// [`InvalidArgument::CountFixed`](crate::InvalidArgument::CountFixed)), opens after
+    /// `count` distinct count-downs, and stays open until its keys expire ([`LATCH_TTL`](crate::LATCH_TTL)
+    /// after the latest count-down) or [`RCountDownLatch::delete`]; it is then armed afresh.
+    /// A round is the latch's name: give each round a name of its own (a date, a deploy's id),
+    /// so that a late count-down of an earlier round never counts in a later one. Every client
+    /// of it must fix the same count: a count-down that finds another is
+    /// [`InvalidArgument::CountDiffers`](crate::InvalidArgument::CountDiffers). Nothing is
+    /// sent yet.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument::ZeroCount`](crate::InvalidArgument::ZeroCount) for `count` 0.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// use std::time::Duration;
+    /// // Start when all five shards of today's load are in, on every master of the client.
+    /// let loaded = client.get_quorum_count_down_latch("shards-loaded-2026-11-27", 5)?;
+    /// loaded.count_down_as("shard-3").await?;
+    /// let all_in = loaded.wait(Duration::from_secs(300)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_quorum_count_down_latch(
+        &self,
+        name: impl Into<String>,
+        count: u32,
+    ) -> Result<RCountDownLatch, Error> {
+        RCountDownLatch::new_fixed(self.clone(), name.into(), count)
     }
 
     /// The fair lock `name`: an [`RLock`], with every verb, reentrancy, the watchdog and the

@@ -250,6 +250,11 @@ impl Target {
     pub(crate) fn channel(&self) -> &str {
         &self.channel
     }
+
+    /// How many nodes decide its acquisitions, renewals and releases (`None`: a majority).
+    pub(crate) fn quorum(&self) -> Option<usize> {
+        self.keys.quorum()
+    }
 }
 
 #[cfg(test)]

@@ -106,7 +106,7 @@ impl Inner {
     /// by this lock kind's script.
     pub(crate) fn register(&self, target: &Target, field: &OwnerToken) -> Registration {
         self.watchdog.register(
-            RenewScript::new(target.kind().renew()),
+            RenewScript::new(target.kind().renew()).with_quorum(target.quorum()),
             target.key(),
             field.clone(),
         )

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use redlock_core::lock_kind::LockScript;
+use redlock_core::quorum::ack_quorum;
 
 use crate::lua;
 
@@ -161,6 +162,15 @@ impl LockKeys {
         }
     }
 
+    /// How many nodes decide an acquisition, a renewal or a release of the lock's holds, when
+    /// not a majority: a fixed-count semaphore's acknowledgement quorum.
+    pub(crate) fn quorum(&self) -> Option<usize> {
+        match self {
+            LockKeys::Permits(permits) => permits.fixed.map(|fixed| fixed.quorum),
+            _ => None,
+        }
+    }
+
     /// Whether every waiter of the lock is woken by a release (more than one may go in, or
     /// each must look to know its place), rather than the next of the client's line.
     pub(crate) fn wakes_all(&self) -> bool {
@@ -194,11 +204,30 @@ impl FairKeys {
 }
 
 /// A semaphore's permit hold: the key of the semaphore's count of permits (in its hash slot),
-/// and how many permits the hold takes.
+/// how many permits the hold takes, and the count its client fixed, if it did.
 #[derive(Debug)]
 pub(crate) struct Permits {
     pub(crate) count_key: Arc<str>,
     pub(crate) weight: u32,
+    pub(crate) fixed: Option<FixedCount>,
+}
+
+/// A semaphore count fixed by its client, and how many of the client's masters must grant each
+/// acquisition for no more permits ever to be out ([`ack_quorum`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FixedCount {
+    pub(crate) permits: u32,
+    pub(crate) quorum: usize,
+}
+
+impl FixedCount {
+    /// `permits` permits on `nodes` masters.
+    pub(crate) fn new(permits: u32, nodes: usize) -> Self {
+        Self {
+            permits,
+            quorum: ack_quorum(permits, nodes),
+        }
+    }
 }
 
 /// The key of the count of permits of the semaphore whose key is `lock_key`.

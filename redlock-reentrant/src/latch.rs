@@ -4,12 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redlock_core::lock_kind::{FanOut, ScriptCall};
 use redlock_core::quorum::lease_millis;
 use redlock_core::InvalidArgument;
 use tokio::time::Instant;
 
 use crate::lua::{LatchReply, LATCH};
 use crate::{Error, LockClient};
+
+/// The generation of the one round of a latch whose count its client fixed (`lua/latch.lua`).
+const FIXED: &str = "fixed";
 
 /// How long a latch lives after its arming or its latest count-down, unless
 /// [`RCountDownLatch::try_set_count_with_ttl`] says otherwise: one day.
@@ -33,10 +37,13 @@ pub const LATCH_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 ///   again once it opened or was deleted.
 /// - **Waits are bounded and woken**: the opening is announced (pub/sub), and a waiter looks
 ///   again every second anyway.
-/// - **One master only.** A counter on several independent masters can open early or never
-///   (a count-down that reached a minority), so
-///   [`LockClient::get_count_down_latch`] refuses a client of several
-///   ([`InvalidArgument::UnsoundOnQuorum`]). A Redis Cluster member is one master.
+/// - **On several masters, a count fixed by the client and a set of ids.** A counter on
+///   several independent masters can open early or never (a count-down that reached a
+///   minority), so [`LockClient::get_count_down_latch`] refuses a client of several
+///   ([`InvalidArgument::UnsoundOnQuorum`]). [`LockClient::get_quorum_count_down_latch`] fixes
+///   the count in the client and keeps each count-down as an id in a set on every master,
+///   done once a majority has it; readers count the union of a majority's sets. It is armed
+///   from the start, a round per name. A Redis Cluster member is one master.
 ///
 /// [`try_set_count`]: RCountDownLatch::try_set_count
 /// [`count_down`]: RCountDownLatch::count_down
@@ -66,6 +73,9 @@ pub struct RCountDownLatch {
     latch: Arc<str>,
     done: Arc<str>,
     channel: Arc<str>,
+    /// The count its client fixed (a latch on several masters); `None`: armed by
+    /// [`RCountDownLatch::try_set_count`], on one master.
+    fixed: Option<u32>,
 }
 
 impl RCountDownLatch {
@@ -74,21 +84,51 @@ impl RCountDownLatch {
             &client.inner,
             "a count-down latch",
             "a count-down that reached only some masters leaves them counting differently, and \
-             a majority's answers can open the latch early or never; use one master",
+             a majority's answers can open the latch early or never; use one master, or \
+             LockClient::get_quorum_count_down_latch (a count fixed by the client, count-downs \
+             kept as a set of ids)",
         )?;
+        Ok(Self::build(client, name, None))
+    }
+
+    /// The latch `name` of `count` count-downs fixed by this client, on all its masters.
+    pub(crate) fn new_fixed(client: LockClient, name: String, count: u32) -> Result<Self, Error> {
+        if count == 0 {
+            return Err(InvalidArgument::ZeroCount { name }.into());
+        }
+        Ok(Self::build(client, name, Some(count)))
+    }
+
+    fn build(client: LockClient, name: String, fixed: Option<u32>) -> Self {
         let key = client.inner.redlock.config().key_for(&name);
-        Ok(Self {
+        Self {
             latch: format!("{key}:latch").into(),
             done: format!("{key}:latch-done").into(),
             channel: crate::wakeup::channel_of(&key).into(),
             name: name.into(),
             client,
-        })
+            fixed,
+        }
     }
 
     /// The latch's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The count its client fixed ([`LockClient::get_quorum_count_down_latch`]), or `None`
+    /// when [`RCountDownLatch::try_set_count`] arms it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// let loaded = client.get_quorum_count_down_latch("shards-loaded", 5)?;
+    /// assert_eq!(loaded.fixed_count(), Some(5));
+    /// # Ok(()) }
+    /// ```
+    pub fn fixed_count(&self) -> Option<u32> {
+        self.fixed
     }
 
     /// Arms the latch with `count` count-downs, to live a [`LATCH_TTL`] after its arming or
@@ -102,7 +142,8 @@ impl RCountDownLatch {
     ///
     /// [`InvalidArgument::ZeroCount`], [`InvalidArgument::EmptyName`], [`Error::WrongType`]
     /// (the latch's keys hold something else), [`Error::NoQuorum`] (the master did not answer),
-    /// [`Error::Shutdown`].
+    /// [`Error::Shutdown`]; [`InvalidArgument::CountFixed`] for a latch whose count its client
+    /// fixed (its count-downs arm it).
     ///
     /// # Examples
     ///
@@ -128,6 +169,13 @@ impl RCountDownLatch {
     /// As [`RCountDownLatch::try_set_count`], and [`InvalidArgument::ZeroLease`] for a zero
     /// `ttl` or [`InvalidArgument::LeaseTooLong`].
     pub async fn try_set_count_with_ttl(&self, count: u32, ttl: Duration) -> Result<bool, Error> {
+        if let Some(fixed) = self.fixed {
+            return Err(InvalidArgument::CountFixed {
+                name: self.name.to_string(),
+                count: fixed,
+            }
+            .into());
+        }
         if count == 0 {
             return Err(InvalidArgument::ZeroCount {
                 name: self.name.to_string(),
@@ -178,12 +226,17 @@ impl RCountDownLatch {
     ///
     /// # Errors
     ///
-    /// As [`RCountDownLatch::count_down`], and [`InvalidArgument::EmptyId`] for an empty id.
+    /// As [`RCountDownLatch::count_down`], [`InvalidArgument::EmptyId`] for an empty id, and
+    /// [`InvalidArgument::CountDiffers`] when a master has another round than the fixed one
+    /// (it counted nothing there).
     pub async fn count_down_as(&self, id: &str) -> Result<(), Error> {
         if id.is_empty() {
             return Err(InvalidArgument::EmptyId.into());
         }
         self.check(LATCH_TTL)?;
+        if let Some(fixed) = self.fixed {
+            return self.count_down_fixed(id, fixed).await;
+        }
         // The round this count-down belongs to: the one armed when it is called, read once
         // (retried until it answers). The count-down is then retried in that round only: a
         // retry after its round opened (its first try's reply lost) and the latch was armed
@@ -197,11 +250,29 @@ impl RCountDownLatch {
             .map(drop)
     }
 
+    /// A count-down of the latch whose count is `fixed`: the id added to the round's set on
+    /// every master (arming it there if it is not), retried as one until a majority has it.
+    async fn count_down_fixed(&self, id: &str, fixed: u32) -> Result<(), Error> {
+        let count = fixed.to_string();
+        let replies = self
+            .retried(|| self.run_fixed("count-down-fixed", id, &count, lease_millis(LATCH_TTL)))
+            .await?;
+        match replies.iter().find(|reply| reply.other_round) {
+            Some(other) => Err(InvalidArgument::CountDiffers {
+                name: self.name.to_string(),
+                fixed,
+                found: other.left,
+            }
+            .into()),
+            None => Ok(()),
+        }
+    }
+
     /// `request`, tried again as the client's retry policy says while it fails with a
     /// retryable error (each try is the same request: idempotent).
-    async fn retried<F>(&self, request: impl Fn() -> F) -> Result<LatchReply, Error>
+    async fn retried<F, T>(&self, request: impl Fn() -> F) -> Result<T, Error>
     where
-        F: std::future::Future<Output = Result<LatchReply, Error>>,
+        F: std::future::Future<Output = Result<T, Error>>,
     {
         let mut retries = self.client.inner.redlock.config().retry.backoff();
         loop {
@@ -215,7 +286,9 @@ impl RCountDownLatch {
         }
     }
 
-    /// How many count-downs the latch still needs: 0 when it is open (or unset).
+    /// How many count-downs the latch still needs: 0 when it is open (or unset). With a count
+    /// its client fixed: the count less the distinct ids of the count-downs that a majority of
+    /// the masters answered with.
     ///
     /// # Cancel safety
     ///
@@ -223,10 +296,34 @@ impl RCountDownLatch {
     ///
     /// # Errors
     ///
-    /// As [`RCountDownLatch::try_set_count`].
+    /// As [`RCountDownLatch::try_set_count`] (with a fixed count, [`Error::NoQuorum`] when no
+    /// majority answered), and [`InvalidArgument::CountDiffers`] when a master has another
+    /// round than the fixed one.
     pub async fn count(&self) -> Result<u32, Error> {
         self.check(LATCH_TTL)?;
-        Ok(self.run("status", "", "", 0).await?.left)
+        let Some(fixed) = self.fixed else {
+            return Ok(self.run("status", "", "", 0).await?.left);
+        };
+        // Every master's ids are ids counted down: their union, read from a majority, holds
+        // every count-down done (each is on a majority) and nothing else.
+        let replies = self.run_fixed("ids", "", "", 0).await?;
+        // ('ids' answers a round's count in `left`.)
+        if let Some(other) = replies
+            .iter()
+            .find(|reply| reply.armed && (reply.generation != FIXED || reply.left != fixed))
+        {
+            return Err(InvalidArgument::CountDiffers {
+                name: self.name.to_string(),
+                fixed,
+                found: other.left,
+            }
+            .into());
+        }
+        let counted: std::collections::HashSet<&str> = replies
+            .iter()
+            .flat_map(|reply| reply.ids.iter().map(String::as_str))
+            .collect();
+        Ok(fixed.saturating_sub(u32::try_from(counted.len()).unwrap_or(u32::MAX)))
     }
 
     /// Waits up to `wait` for the latch to open; whether it did. An unset latch is open.
@@ -269,6 +366,10 @@ impl RCountDownLatch {
     /// As [`RCountDownLatch::try_set_count`].
     pub async fn delete(&self) -> Result<bool, Error> {
         self.check(LATCH_TTL)?;
+        if self.fixed.is_some() {
+            let replies = self.run_fixed("delete", "", "", 0).await?;
+            return Ok(replies.iter().any(|reply| reply.done));
+        }
         Ok(self.run("delete", "", "", 0).await?.done)
     }
 
@@ -293,23 +394,46 @@ impl RCountDownLatch {
         second: &str,
         ttl_ms: u64,
     ) -> Result<LatchReply, Error> {
+        let call = self.call(op, first, second, ttl_ms);
+        crate::one_master::run_once(&self.client.inner, &self.name, &self.latch, call).await
+    }
+
+    /// Runs `op` as [`RCountDownLatch::run`] does, on every master, once: the answers of a
+    /// majority at least (of every master that answered), or [`Error::NoQuorum`].
+    async fn run_fixed(
+        &self,
+        op: &str,
+        first: &str,
+        second: &str,
+        ttl_ms: u64,
+    ) -> Result<Vec<LatchReply>, Error> {
+        let call = self.call(op, first, second, ttl_ms);
+        let fan: FanOut<LatchReply> =
+            crate::one_master::run_everywhere(&self.client.inner, &self.latch, call).await?;
+        if fan.answered() < fan.quorum() {
+            return Err(Error::no_quorum(&self.name, fan.answered(), fan));
+        }
+        Ok(fan.values().cloned().collect())
+    }
+
+    /// The call of `op` of `lua/latch.lua` with its arguments.
+    fn call(&self, op: &str, first: &str, second: &str, ttl_ms: u64) -> ScriptCall {
         let inner = &self.client.inner;
         let call = LATCH.call();
-        // A change must survive a failover where replicas are configured to acknowledge it.
-        let call = if op == "status" {
-            call
-        } else {
-            call.replicated()
+        // A change must survive a failover where replicas are configured to acknowledge it; a
+        // deletion goes to every master, also one that stopped answering lately.
+        let call = match op {
+            "status" | "ids" => call,
+            "delete" => call.replicated().releasing(),
+            _ => call.replicated(),
         };
-        let call = call
-            .key(&*self.latch)
+        call.key(&*self.latch)
             .key(&*self.done)
             .arg(op)
             .arg(first)
             .arg(second)
             .arg(&*self.channel)
             .arg(inner.new_request_arg())
-            .arg(ttl_ms);
-        crate::one_master::run_once(inner, &self.name, &self.latch, call).await
+            .arg(ttl_ms)
     }
 }

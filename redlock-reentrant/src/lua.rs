@@ -119,6 +119,8 @@ pub(crate) enum AcquireReply {
     CountMismatch,
     /// More permits were asked for than the semaphore has here (`count`).
     OverCount { count: u32 },
+    /// The semaphore's count here (`count`) is not the one its client fixed.
+    CountDiffers { count: u32 },
 }
 
 impl AcquireReply {
@@ -143,9 +145,14 @@ impl FromRedisValue for AcquireReply {
                 holder,
             }),
             3 => Ok(AcquireReply::CountMismatch),
-            4 => Ok(AcquireReply::OverCount {
-                count: u32::try_from(number).map_err(|_| format!("permit count {number}"))?,
-            }),
+            4 | 5 => {
+                let count = u32::try_from(number).map_err(|_| format!("permit count {number}"))?;
+                Ok(if status == 4 {
+                    AcquireReply::OverCount { count }
+                } else {
+                    AcquireReply::CountDiffers { count }
+                })
+            }
             other => Err(format!("unknown acquire status {other}").into()),
         }
     }
@@ -219,17 +226,36 @@ pub(crate) struct LatchReply {
     pub(crate) left: u32,
     /// The round's generation ('' when open).
     pub(crate) generation: String,
+    /// A count-down of a latch whose count its client fixed found another round here (`left`
+    /// is then that round's count).
+    pub(crate) other_round: bool,
+    /// The round's count-down ids (asked with 'ids' only: `left` is then the round's count).
+    pub(crate) ids: Vec<String>,
 }
 
 impl FromRedisValue for LatchReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        let (done, armed, left, generation): (i64, i64, i64, String) =
-            redis::from_redis_value(value)?;
+        let mut fields: Vec<Value> = redis::from_redis_value(value)?;
+        if fields.len() < 4 {
+            return Err(format!("a latch reply of {} fields", fields.len()).into());
+        }
+        let ids = fields.split_off(4);
+        let mut fields = fields.into_iter();
+        let mut next = || fields.next().unwrap_or(Value::Nil);
+        let done: i64 = redis::from_redis_value(next())?;
+        let armed: i64 = redis::from_redis_value(next())?;
+        let left: i64 = redis::from_redis_value(next())?;
+        let generation: String = redis::from_redis_value(next())?;
         Ok(LatchReply {
             done: done == 1,
             armed: armed == 1,
             left: permits(left)?,
             generation,
+            other_round: done == 2,
+            ids: ids
+                .into_iter()
+                .map(redis::from_redis_value)
+                .collect::<Result<_, _>>()?,
         })
     }
 }

@@ -1,5 +1,6 @@
-//! The primitives that are sound on one master only (semaphores, the count-down latch): their
-//! refusal on several, and their calls to the one.
+//! The primitives that are sound on one master only (semaphores whose count is the master's,
+//! the count-down latch): their refusal on several, and their calls to the one (or, for a
+//! semaphore whose count its client fixed, to every master).
 
 use std::future::Future;
 use std::time::Duration;
@@ -43,21 +44,32 @@ pub(crate) async fn run_once<T: FromRedisValue + Clone>(
     key: &str,
     call: ScriptCall,
 ) -> Result<T, Error> {
+    let fan: FanOut<T> = run_everywhere(inner, key, call).await?;
+    let value = fan.values().next().cloned();
+    match value {
+        Some(value) if fan.answered() >= fan.quorum() => Ok(value),
+        _ => Err(Error::no_quorum(name, fan.answered(), fan)),
+    }
+}
+
+/// Runs `call` on every master, once, and waits for every answer (or its node's timeout);
+/// [`Error::WrongType`] when a master's keys hold something else (`key` names them).
+pub(crate) async fn run_everywhere<T: FromRedisValue>(
+    inner: &Inner,
+    key: &str,
+    call: ScriptCall,
+) -> Result<FanOut<T>, Error> {
     let fan: FanOut<T> = inner
         .redlock
         .nodes()
         .run_script(&call, inner.node_timeout())
         .await;
-    if let Some(found) = fan.wrong_type() {
-        return Err(Error::WrongType {
+    match fan.wrong_type() {
+        Some(found) => Err(Error::WrongType {
             key: key.to_owned(),
             found,
-        });
-    }
-    let value = fan.values().next().cloned();
-    match value {
-        Some(value) if fan.answered() >= fan.quorum() => Ok(value),
-        _ => Err(Error::no_quorum(name, fan.answered(), fan)),
+        }),
+        None => Ok(fan),
     }
 }
 

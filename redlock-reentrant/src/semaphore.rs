@@ -5,12 +5,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::lock_kind::ScriptCall;
+use redlock_core::lock_kind::{FanOut, ScriptCall};
 use redlock_core::redis::FromRedisValue;
 use redlock_core::{InvalidArgument, LostReason};
 use tokio_util::sync::CancellationToken;
 
-use crate::kind::{permit_count_key, Kind, Permits};
+use crate::kind::{permit_count_key, FixedCount, Kind, Permits};
 use crate::lua::{PermitsChanged, PermitsStatus, PERMITS_SET, PERMITS_STATUS, UNLOCK_PERMIT};
 use crate::{Error, LockClient, LockGuard, RLock, WaitStrategy};
 
@@ -37,11 +37,15 @@ use crate::{Error, LockClient, LockGuard, RLock, WaitStrategy};
 ///   [`try_set_permits`], [`set_permits`], [`add_permits`], [`drain_permits`]. An unset
 ///   semaphore has none. Lowering it below the permits out takes none back: no new permit is
 ///   granted until enough are released.
-/// - **One master only.** A semaphore of more than one permit is not sound on a majority of
-///   independent masters (three holders of a 2-permit semaphore can each win two of three
-///   masters), so [`LockClient::get_permit_expirable_semaphore`] refuses a client of several
-///   ([`InvalidArgument::UnsoundOnQuorum`]). A Redis Cluster member is one master. For one
-///   permit on a quorum, use [`RLock`]: it is that semaphore.
+/// - **On several masters, a count fixed by the client and a larger quorum.** A semaphore of
+///   more than one permit is not sound on a majority of independent masters (three holders of
+///   a 2-permit semaphore can each win two of three masters), so
+///   [`LockClient::get_permit_expirable_semaphore`] (the count set on the master) refuses a
+///   client of several ([`InvalidArgument::UnsoundOnQuorum`]). [`LockClient::get_quorum_semaphore`]
+///   fixes the count k in the client and asks `floor(k·N/(k+1)) + 1` of N masters for each
+///   permit ([`quorum`]): holders of more than k permits would need more grants than the
+///   masters can give. Its count verbs are refused; [`status`] says the most permits out on
+///   any master that answered. A Redis Cluster member is one master.
 ///
 /// [`permits`]: RPermitExpirableSemaphore::permits
 /// [`acquire`]: RPermitExpirableSemaphore::acquire
@@ -52,6 +56,8 @@ use crate::{Error, LockClient, LockGuard, RLock, WaitStrategy};
 /// [`set_permits`]: RPermitExpirableSemaphore::set_permits
 /// [`add_permits`]: RPermitExpirableSemaphore::add_permits
 /// [`drain_permits`]: RPermitExpirableSemaphore::drain_permits
+/// [`quorum`]: RPermitExpirableSemaphore::quorum
+/// [`status`]: RPermitExpirableSemaphore::status
 ///
 /// # Examples
 ///
@@ -80,6 +86,9 @@ pub struct RPermitExpirableSemaphore {
     channel: Arc<str>,
     /// `None`: the client's.
     wait: Option<WaitStrategy>,
+    /// The count its client fixed, sound on the client's masters; `None`: the count set on
+    /// the one master.
+    fixed: Option<FixedCount>,
 }
 
 /// What a semaphore's master says of it (see [`RPermitExpirableSemaphore::status`]).
@@ -224,13 +233,31 @@ impl RPermitExpirableSemaphore {
     pub(crate) fn new(client: LockClient, name: String) -> Result<Self, Error> {
         crate::one_master::refuse_quorum(
             &client.inner,
-            "a semaphore",
+            "a semaphore whose count is set on the masters",
             "each master would count only the permits it granted, and holders that each won a \
              different majority could together hold more permits than the semaphore has; use \
-             one master, or RLock for a single permit",
+             one master, or LockClient::get_quorum_semaphore (a count fixed by the client, \
+             granted by enough masters)",
         )?;
+        Ok(Self::build(client, name, None))
+    }
+
+    /// The semaphore `name` of `permits` permits fixed by this client, on all its masters.
+    pub(crate) fn new_fixed(client: LockClient, name: String, permits: u32) -> Result<Self, Error> {
+        if permits == 0 {
+            return Err(InvalidArgument::ZeroPermits { name }.into());
+        }
+        let nodes = client.inner.redlock.nodes().len();
+        Ok(Self::build(
+            client,
+            name,
+            Some(FixedCount::new(permits, nodes)),
+        ))
+    }
+
+    fn build(client: LockClient, name: String, fixed: Option<FixedCount>) -> Self {
         let key = client.inner.redlock.config().key_for(&name);
-        Ok(Self {
+        Self {
             holders: Kind::Permit.hold_key(&key).into(),
             count_key: permit_count_key(&key).into(),
             channel: crate::wakeup::channel_of(&key).into(),
@@ -238,12 +265,47 @@ impl RPermitExpirableSemaphore {
             name: name.into(),
             client,
             wait: None,
-        })
+            fixed,
+        }
     }
 
     /// The semaphore's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The count its client fixed ([`LockClient::get_quorum_semaphore`]), or `None` when the
+    /// count is the one set on its master.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// let calls = client.get_quorum_semaphore("payment-provider", 3)?;
+    /// assert_eq!(calls.fixed_permits(), Some(3));
+    /// # Ok(()) }
+    /// ```
+    pub fn fixed_permits(&self) -> Option<u32> {
+        self.fixed.map(|fixed| fixed.permits)
+    }
+
+    /// How many of the client's masters must grant each acquisition (and confirm each
+    /// renewal): 1 on one master; `floor(k·N/(k+1)) + 1` of N for a count of k fixed by the
+    /// client ([`ack_quorum`](redlock_core::quorum::ack_quorum)). The semaphore tolerates
+    /// `N - quorum` masters down.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn run(client: redlock_reentrant::LockClient) -> Result<(), redlock_reentrant::Error> {
+    /// // On five masters, three permits need four of them: one may be down.
+    /// let calls = client.get_quorum_semaphore("payment-provider", 3)?;
+    /// println!("{} masters must grant each permit", calls.quorum());
+    /// # Ok(()) }
+    /// ```
+    pub fn quorum(&self) -> usize {
+        self.fixed
+            .map_or_else(|| self.client.inner.redlock.quorum(), |fixed| fixed.quorum)
     }
 
     /// The same semaphore, its waiters waiting with `strategy` rather than the client's (see
@@ -267,8 +329,10 @@ impl RPermitExpirableSemaphore {
     ///
     /// [`InvalidArgument::ZeroPermits`], [`InvalidArgument::TooManyPermits`] (more than the
     /// semaphore has: the wait could never end), [`InvalidArgument::EmptyName`],
-    /// [`Error::WrongType`] (the semaphore's keys hold something else), [`Error::NoQuorum`]
-    /// once the client's retry policy is spent, [`Error::Shutdown`].
+    /// [`Error::WrongType`] (the semaphore's keys hold something else),
+    /// [`InvalidArgument::PermitCountDiffers`] (a master has another count than the one its
+    /// client fixed), [`Error::NoQuorum`] once the client's retry policy is spent,
+    /// [`Error::Shutdown`].
     ///
     /// # Examples
     ///
@@ -330,6 +394,14 @@ impl RPermitExpirableSemaphore {
             }
             .into());
         }
+        if let Some(fixed) = self.fixed.filter(|fixed| permits > fixed.permits) {
+            return Err(InvalidArgument::TooManyPermits {
+                name: self.name.to_string(),
+                asked: permits,
+                count: fixed.permits,
+            }
+            .into());
+        }
         let lock = RLock::permit(
             self.client.clone(),
             Arc::clone(&self.name),
@@ -337,6 +409,7 @@ impl RPermitExpirableSemaphore {
             Arc::new(Permits {
                 count_key: Arc::clone(&self.count_key),
                 weight: permits,
+                fixed: self.fixed,
             }),
             &self.client.new_owner(),
         );
@@ -369,7 +442,9 @@ impl RPermitExpirableSemaphore {
     ///
     /// [`InvalidArgument::UnknownPermit`] when no such permit is out (released already, its
     /// lease ran out, never issued): nothing is changed, and no permit is ever made by a
-    /// release. [`Error::NoQuorum`] when the master did not answer (it may have been applied).
+    /// release. [`Error::NoQuorum`] when too few masters answered to tell (on one master: it
+    /// did not answer; the release may have been applied). On several masters it is released
+    /// on every master that has it, and done when any had it.
     ///
     /// # Examples
     ///
@@ -398,15 +473,23 @@ impl RPermitExpirableSemaphore {
             .arg(&*self.channel)
             .arg(inner.new_request_arg())
             .arg(1);
-        let left: i64 = self.run(call).await?;
-        match left {
-            0 => Ok(()),
-            _ => Err(unknown()),
+        let fan: FanOut<i64> = self.run_everywhere(call).await?;
+        match released_by_id(
+            fan.values().copied(),
+            fan.answered(),
+            fan.nodes(),
+            self.quorum(),
+        ) {
+            Some(true) => Ok(()),
+            Some(false) => Err(unknown()),
+            None => Err(Error::no_quorum(&self.name, fan.answered(), fan)),
         }
     }
 
     /// The count of permits, the permits out and whether the count is set. Permits whose lease
-    /// ran out are not counted (and are purged).
+    /// ran out are not counted (and are purged). On several masters (a fixed count), the count
+    /// and the permits out are the most any master that answered has (a fixed count is set on
+    /// a master by the first acquisition there: until then it is not set).
     ///
     /// # Cancel safety
     ///
@@ -414,7 +497,8 @@ impl RPermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`], [`Error::NoQuorum`] (the master did not answer), [`Error::Shutdown`].
+    /// [`Error::WrongType`], [`Error::NoQuorum`] (no majority of the masters answered),
+    /// [`Error::Shutdown`].
     ///
     /// # Examples
     ///
@@ -430,12 +514,17 @@ impl RPermitExpirableSemaphore {
             .call()
             .key(&*self.holders)
             .key(&*self.count_key);
-        let status: PermitsStatus = self.run(call).await?;
-        Ok(SemaphoreStatus {
-            set: status.set,
-            permits: status.count,
-            acquired: status.out,
-        })
+        let fan: FanOut<PermitsStatus> = self.run_everywhere(call).await?;
+        if fan.answered() < fan.quorum() {
+            return Err(Error::no_quorum(&self.name, fan.answered(), fan));
+        }
+        let most = |of: fn(&PermitsStatus) -> u32| fan.values().map(of).max().unwrap_or(0);
+        let status = SemaphoreStatus {
+            set: fan.values().any(|status| status.set),
+            permits: most(|status| status.count),
+            acquired: most(|status| status.out),
+        };
+        Ok(status)
     }
 
     /// How many permits the semaphore has (0 when unset). Redisson's `getPermits`.
@@ -493,7 +582,8 @@ impl RPermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`RPermitExpirableSemaphore::status`].
+    /// [`InvalidArgument::PermitsFixed`] for a count its client fixed; otherwise as
+    /// [`RPermitExpirableSemaphore::status`].
     ///
     /// # Examples
     ///
@@ -517,7 +607,8 @@ impl RPermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`RPermitExpirableSemaphore::status`].
+    /// [`InvalidArgument::PermitsFixed`] for a count its client fixed; otherwise as
+    /// [`RPermitExpirableSemaphore::status`].
     pub async fn set_permits(&self, permits: u32) -> Result<(), Error> {
         self.change("set", permits.into()).await.map(|_| ())
     }
@@ -533,7 +624,8 @@ impl RPermitExpirableSemaphore {
     /// # Errors
     ///
     /// [`InvalidArgument::PermitsOutOfRange`] when the count would fall below zero or not fit a
-    /// `u32` (nothing is changed); otherwise as [`RPermitExpirableSemaphore::status`].
+    /// `u32` (nothing is changed), [`InvalidArgument::PermitsFixed`] for a count its client
+    /// fixed; otherwise as [`RPermitExpirableSemaphore::status`].
     pub async fn add_permits(&self, delta: i64) -> Result<u32, Error> {
         let changed = self.change("add", delta).await?;
         if !changed.done {
@@ -556,14 +648,16 @@ impl RPermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`RPermitExpirableSemaphore::status`].
+    /// [`InvalidArgument::PermitsFixed`] for a count its client fixed; otherwise as
+    /// [`RPermitExpirableSemaphore::status`].
     pub async fn drain_permits(&self) -> Result<u32, Error> {
         let changed = self.change("drain", 0).await?;
         Ok(changed.before.saturating_sub(changed.after))
     }
 
     /// Deletes the semaphore: its count and every permit out (their holders are told they lost
-    /// them when renewal finds them gone). Whether there was anything to delete.
+    /// them when renewal finds them gone), on every master. Whether there was anything to
+    /// delete.
     ///
     /// # Cancel safety
     ///
@@ -576,19 +670,42 @@ impl RPermitExpirableSemaphore {
         Ok(self.change("delete", 0).await?.done)
     }
 
-    /// Runs `op` of `lua/permits_set.lua` with `value`.
+    /// Runs `op` of `lua/permits_set.lua` with `value`: on the one master, or for `delete` on
+    /// every master (done where any had something to delete, once a majority answered). A
+    /// fixed count is never changed.
     pub(crate) async fn change(&self, op: &str, value: i64) -> Result<PermitsChanged, Error> {
         self.check()?;
-        let call = PERMITS_SET
-            .call()
-            .replicated()
+        if let Some(fixed) = self.fixed.filter(|_| op != "delete") {
+            return Err(InvalidArgument::PermitsFixed {
+                name: self.name.to_string(),
+                permits: fixed.permits,
+            }
+            .into());
+        }
+        let call = PERMITS_SET.call().replicated();
+        // A deletion goes to every master, also one that stopped answering lately.
+        let call = if op == "delete" {
+            call.releasing()
+        } else {
+            call
+        };
+        let call = call
             .key(&*self.holders)
             .key(&*self.count_key)
             .arg(op)
             .arg(value)
             .arg(&*self.channel)
             .arg(self.client.inner.new_request_arg());
-        self.run(call).await
+        let fan: FanOut<PermitsChanged> = self.run_everywhere(call).await?;
+        if fan.answered() < fan.quorum() {
+            return Err(Error::no_quorum(&self.name, fan.answered(), fan));
+        }
+        let mut changed = fan.values().cloned();
+        let first = changed.next().expect("a majority answered");
+        Ok(changed.fold(first, |all, one| PermitsChanged {
+            done: all.done || one.done,
+            ..all
+        }))
     }
 
     /// The client it was built by.
@@ -608,8 +725,52 @@ impl RPermitExpirableSemaphore {
         inner.check_request(&self.name, inner.watchdog.timeout())
     }
 
-    /// Runs `call` on the semaphore's master, once.
-    async fn run<T: FromRedisValue + Clone>(&self, call: ScriptCall) -> Result<T, Error> {
-        crate::one_master::run_once(&self.client.inner, &self.name, &self.key, call).await
+    /// Runs `call` on every master of the semaphore, once.
+    async fn run_everywhere<T: FromRedisValue>(
+        &self,
+        call: ScriptCall,
+    ) -> Result<FanOut<T>, Error> {
+        crate::one_master::run_everywhere(&self.client.inner, &self.key, call).await
+    }
+}
+
+/// Whether a release by id released the permit (`Some(true)`: some master had it), found it
+/// nowhere (`Some(false)`: enough masters answered that a permit out, granted by `quorum` of
+/// `nodes`, would have been on one of them), or cannot tell (`None`). `left` is each answering
+/// master's reply: 0 where it released the permit.
+fn released_by_id(
+    mut left: impl Iterator<Item = i64>,
+    answered: usize,
+    nodes: usize,
+    quorum: usize,
+) -> Option<bool> {
+    if left.any(|left| left == 0) {
+        Some(true)
+    } else if answered + quorum > nodes {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::released_by_id;
+
+    #[test]
+    fn a_release_by_id_is_done_where_any_master_had_the_permit() {
+        assert_eq!(released_by_id([-1, 0].into_iter(), 2, 5, 4), Some(true));
+        assert_eq!(released_by_id([0].into_iter(), 1, 1, 1), Some(true));
+    }
+
+    #[test]
+    fn a_permit_found_nowhere_is_unknown_only_where_it_could_not_hide() {
+        // Granted by 4 of 5: any 2 answering masters include one that has it.
+        assert_eq!(released_by_id([-1, -1].into_iter(), 2, 5, 4), Some(false));
+        // One answering master may be the one it was not granted on.
+        assert_eq!(released_by_id([-1].into_iter(), 1, 5, 4), None);
+        // One master: its answer tells.
+        assert_eq!(released_by_id([-1].into_iter(), 1, 1, 1), Some(false));
+        assert_eq!(released_by_id(std::iter::empty(), 0, 1, 1), None);
     }
 }

@@ -331,6 +331,7 @@ impl Flight {
         let unlock_script: &redlock_core::lock_kind::LockScript = target.kind().unlock();
         let call = unlock_script
             .call()
+            .with_quorum(target.quorum())
             .key(target.key())
             .arg(target.field_arg(Some(generation)))
             .arg(target.channel())

@@ -35,12 +35,40 @@ use redlock_core::Redlock;
 #[derive(Debug, Clone, Copy)]
 pub struct RenewScript {
     script: &'static LockScript,
+    /// How many nodes must confirm a renewal; `None`: a majority.
+    quorum: Option<usize>,
 }
 
 impl RenewScript {
     /// A lock kind's renewal script, which must keep the contract above.
     pub const fn new(script: &'static LockScript) -> Self {
-        Self { script }
+        Self {
+            script,
+            quorum: None,
+        }
+    }
+
+    /// The same script, its renewals confirmed only by `quorum` nodes rather than a majority
+    /// (`None`): for holds acquired on that many (see
+    /// [`ScriptCall::with_quorum`](redlock_core::lock_kind::ScriptCall::with_quorum)). Holds
+    /// with different quorums are renewed in separate calls.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_watchdog::lock_kind::RenewScript;
+    /// let script = RenewScript::plain().with_quorum(Some(4));
+    /// assert_eq!(script.quorum(), Some(4));
+    /// ```
+    #[must_use]
+    pub const fn with_quorum(mut self, quorum: Option<usize>) -> Self {
+        self.quorum = quorum;
+        self
+    }
+
+    /// How many nodes must confirm a renewal; `None`: a majority.
+    pub const fn quorum(&self) -> Option<usize> {
+        self.quorum
     }
 
     /// The renewal of `redlock-core`'s plain locks ([`Redlock::renew_script`]).

@@ -15,9 +15,9 @@ use crate::record::{LeaseRecord, ReleasePhase};
 use crate::renew_script::{RenewReply, Renewed};
 use crate::shared::Shared;
 
-/// What holds renewed in one call share: their script (its SHA) and, with a Redis Cluster
-/// member, their hash slot.
-type BatchKind = (&'static str, Option<u16>);
+/// What holds renewed in one call share: their script (its SHA), with a Redis Cluster member
+/// their hash slot, and how many nodes must confirm them.
+type BatchKind = (&'static str, Option<u16>, Option<usize>);
 
 /// The target of the watchdog's renewal trace events: `round` as a round starts, before it
 /// takes the holds to renew, then one event per hold it renews (field `key`), just before its
@@ -81,7 +81,8 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
     // Before the snapshot: a hold released after this event may still be in this round.
     tracing::trace!(target: RENEWING_TARGET, "round");
     let now = std::time::Instant::now();
-    // One batch holds keys of one script and, with a Redis Cluster member, of one hash slot.
+    // One batch holds keys of one script and quorum and, with a Redis Cluster member, of one
+    // hash slot.
     let config = shared.redlock.config();
     let mut kinds: HashMap<BatchKind, (RenewScript, Vec<Due>)> = HashMap::new();
     for entry in shared.entries.iter() {
@@ -90,7 +91,11 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
         if renewed && record.reason_at(now).is_none() {
             let script = record.script;
             kinds
-                .entry((script.script().sha(), config.slot_of(&record.key)))
+                .entry((
+                    script.script().sha(),
+                    config.slot_of(&record.key),
+                    script.quorum(),
+                ))
                 .or_insert_with(|| (script, Vec::new()))
                 .1
                 .push(Due {
@@ -125,7 +130,11 @@ async fn renew_all(shared: &Shared) -> (bool, usize) {
         .map(|(script, batch)| {
             // Every key first: a call is packed as it is built, and a key after an argument
             // packs it again (`EVALSHA` names the number of keys before them).
-            let keys = script.script().call().replicated();
+            let keys = script
+                .script()
+                .call()
+                .replicated()
+                .with_quorum(script.quorum());
             let keys = batch
                 .iter()
                 .fold(keys, |call, hold| call.key(&hold.record.key));

@@ -7,24 +7,34 @@
 -- ARGV as lua/acquire.lua: [1] the hold's field (the permit's id), [2] the lease in
 -- milliseconds, [3] the hold count the owner expects here (always 0: a permit is never
 -- re-entered), [4] the smallest fencing candidate wanted, [5] the owner's prefix; then
--- [6] how many permits the hold takes (at least 1).
+-- [6] how many permits the hold takes (at least 1), [7] the count its client fixed (0: none,
+-- the count is the one set here).
 -- Returns acquire.lua's replies: {1, candidate, ''} granted, {0, pttl, 'permits'} too few
 -- permits free (pttl: until the earliest permit out expires, when one may free without a
 -- release to announce it; until the count is set, the lease: setting it is announced),
--- {3, count, ''} a second copy of this request (counted once); and {4, count, ''} when more
--- permits are asked for than the semaphore's count (set) is.
+-- {3, count, ''} a second copy of this request (counted once); {4, count, ''} when more
+-- permits are asked for than the semaphore's count (set) is; and {5, count, ''} when the count
+-- set here is not the fixed one (a fixed count is set here by the first acquisition that finds
+-- none, as configuration: it has no expiry).
 local wrong, count = not_semaphore(KEYS[1], KEYS[3])
 if wrong then
     return wrong
 end
 local now = now_ms()
 local lease, expected, weight = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
+local fixed = tonumber(ARGV[7])
 local held = reader_entry(KEYS[1], ARGV[1], now)
 if held > 0 or expected > 0 then
     return {3, held, ''}
 end
 if redis.call('exists', KEYS[3]) == 0 then
-    return {0, lease, 'permits'}
+    if fixed == 0 then
+        return {0, lease, 'permits'}
+    end
+    redis.call('set', KEYS[3], fixed)
+    count = fixed
+elseif fixed > 0 and count ~= fixed then
+    return {5, count, ''}
 end
 if weight > count then
     return {4, count, ''}

@@ -6,11 +6,20 @@
 -- latch is open) and the opening is announced. Both keys expire `ttl` after the latest arming
 -- or count-down. A count-down names its round's generation: one of an earlier round (late, or
 -- retried after the latch opened and was armed again) never touches a later one.
+-- A latch whose count its clients fix (on several masters) has one round, of generation
+-- 'fixed' (never a generated one): a count-down arms it where it is not armed, and it is kept
+-- once open (until it expires or is deleted), so that each master's set of ids stays what it
+-- saw: a reader unites the sets of a majority, and a master that missed a count-down never
+-- looks open or unset in its place.
 -- ARGV[1]: 'arm' (ARGV[2] the count, ARGV[3] the generation, ARGV[6] the ttl: only if unset),
--- 'status', 'count-down' (ARGV[2] the id, ARGV[3] the round's generation), 'delete'.
+-- 'status', 'count-down' (ARGV[2] the id, ARGV[3] the round's generation), 'delete',
+-- 'count-down-fixed' (ARGV[2] the id, ARGV[3] the fixed count, ARGV[6] the ttl), 'ids' (as
+-- 'status' but with the round's count in place of what is left, and the round's ids after the
+-- reply's four fields).
 -- ARGV[4]: the latch's channel. ARGV[5]: the message.
--- Returns {done (the arming, count-down or delete applied: 1, else 0), armed (0/1), how many
--- count-downs are still needed (0 when open), the round's generation ('' when open)}.
+-- Returns {done (the arming, count-down or delete applied: 1, else 0; 2: a count-down-fixed
+-- that found another round here, with its count), armed (0/1), how many count-downs are still
+-- needed (0 when open; the count, for a done of 2), the round's generation ('' when open)}.
 local KIND = 'latch'
 local function wrong_type(key, kind)
     local found = redis.call('type', key)['ok']
@@ -29,8 +38,25 @@ if latch[1] == false and redis.call('exists', KEYS[1]) == 1 or latch[1] and latc
 end
 local op = ARGV[1]
 local armed = latch[1] == KIND
+local FIXED = 'fixed'
 local function left()
     return math.max(0, tonumber(latch[3]) - redis.call('scard', KEYS[2]))
+end
+-- Adds the id ARGV[2] to the round's set, keeps both keys `ttl` more, and announces the
+-- opening where this count-down opened it; the reply.
+local function count_down(ttl)
+    local added = redis.call('sadd', KEYS[2], ARGV[2])
+    local remaining = left()
+    if remaining == 0 and added == 1 then
+        announce(ARGV[4], ARGV[5])
+    end
+    if remaining == 0 and latch[2] ~= FIXED then
+        redis.call('del', KEYS[1], KEYS[2])
+        return {added, 0, 0, ''}
+    end
+    redis.call('pexpire', KEYS[1], ttl)
+    redis.call('pexpire', KEYS[2], ttl)
+    return {added, 1, remaining, latch[2]}
 end
 if op == 'arm' then
     if armed then
@@ -49,16 +75,25 @@ elseif op == 'count-down' then
     if not armed or latch[2] ~= ARGV[3] then
         return {0, 0, 0, ''} -- open, or another round: nothing of this round is left to count
     end
-    local added = redis.call('sadd', KEYS[2], ARGV[2])
-    local remaining = left()
-    if remaining == 0 then
-        redis.call('del', KEYS[1], KEYS[2])
-        announce(ARGV[4], ARGV[5])
-        return {added, 0, 0, ''}
+    return count_down(latch[4])
+elseif op == 'count-down-fixed' then
+    if not armed then
+        redis.call('del', KEYS[2])
+        redis.call('hset', KEYS[1], '~', KIND, 'gen', FIXED, 'count', ARGV[3], 'ttl', ARGV[6])
+        latch = {KIND, FIXED, ARGV[3], ARGV[6]}
+    elseif latch[2] ~= FIXED or latch[3] ~= ARGV[3] then
+        return {2, 1, tonumber(latch[3]), latch[2]}
     end
-    redis.call('pexpire', KEYS[1], latch[4])
-    redis.call('pexpire', KEYS[2], latch[4])
-    return {added, 1, remaining, latch[2]}
+    return count_down(ARGV[6])
+elseif op == 'ids' then
+    if not armed then
+        return {0, 0, 0, ''}
+    end
+    local reply = {0, 1, tonumber(latch[3]), latch[2]}
+    for _, id in ipairs(redis.call('smembers', KEYS[2])) do
+        reply[#reply + 1] = id
+    end
+    return reply
 elseif op == 'delete' then
     local existed = redis.call('del', KEYS[1], KEYS[2])
     if existed > 0 then

@@ -4,7 +4,10 @@
 //! `TIMEOUT_MS` watchdog timeout, waits for the lock `NAME` (`RLock::acquire`; `read:NAME` and
 //! `write:NAME` take a side of the read-write lock `NAME`, `fair:NAME` the fair lock `NAME`,
 //! `permits:N:NAME` takes N permits of
-//! the semaphore `NAME`, whose count the test set, and `count-down:ID:NAME` counts the latch
+//! the semaphore `NAME`, whose count the test set, `quorum-permits:N:K:NAME` N permits of the
+//! semaphore `NAME` whose count of K the client fixed (on every master),
+//! `quorum-count-down:ID:K:NAME` counts the latch `NAME` of K count-downs fixed by the client
+//! down as `ID` (on every master), and `count-down:ID:NAME` counts the latch
 //! `NAME` down as `ID` and holds nothing), prints
 //! `ACQUIRED <fencing token>` and holds it: its watchdog renews the lease every third of the
 //! timeout for as long as the process runs. If the hold's lost signal fires, it prints
@@ -102,6 +105,21 @@ async fn take(client: &LockClient, name: &str) -> Result<Held, Error> {
         let (id, name) = rest.split_once(':').unwrap_or((rest, rest));
         client.get_count_down_latch(name)?.count_down_as(id).await?;
         return Ok(Held::Nothing);
+    }
+    if let Some(("quorum-count-down", rest)) = name.split_once(':') {
+        let mut parts = rest.splitn(3, ':');
+        let (id, count, name) = (parts.next(), parts.next(), parts.next());
+        let count = count.and_then(|n| n.parse().ok()).unwrap_or(1);
+        let latch = client.get_quorum_count_down_latch(name.unwrap_or(rest), count)?;
+        latch.count_down_as(id.unwrap_or(rest)).await?;
+        return Ok(Held::Nothing);
+    }
+    if let Some(("quorum-permits", rest)) = name.split_once(':') {
+        let mut parts = rest.splitn(3, ':');
+        let (permits, count, name) = (parts.next(), parts.next(), parts.next());
+        let number = |part: Option<&str>| part.and_then(|n| n.parse().ok()).unwrap_or(1);
+        let semaphore = client.get_quorum_semaphore(name.unwrap_or(rest), number(count))?;
+        return Ok(Held::Permit(semaphore.acquire(number(permits)).await?));
     }
     if let Some(("permits", rest)) = name.split_once(':') {
         let (permits, name) = rest.split_once(':').unwrap_or(("1", rest));

@@ -1,11 +1,15 @@
 //! The lock family beside `RLock`, on real masters: the read-write lock (`read_write`), the
 //! multi-lock (`multi`), the spinning wait strategy (`spin`), the permit semaphore
-//! (`semaphore`), the count-down latch (`latch`) and the fair lock (`fair`). One test binary for
+//! (`semaphore`) and the one whose count its client fixes, on several masters
+//! (`quorum_semaphore`), the count-down latch (`latch`) and the one whose count its client
+//! fixes, on several masters (`quorum_latch`), and the fair lock (`fair`). One test binary for
 //! them all: each binary is linked on its own, and CI runs on two cores.
 
 mod fair;
 mod latch;
 mod multi;
+mod quorum_latch;
+mod quorum_semaphore;
 mod read_write;
 mod semaphore;
 mod spin;

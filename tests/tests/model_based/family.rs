@@ -1,25 +1,30 @@
-//! The model-based test of the one-master family: random sequences by four owners (each with a
-//! client of its own) of a permit semaphore's acquisitions (several permits at once, fixed or
-//! renewed leases, one look or a short wait), releases by guard and by id from another owner,
-//! holders that crash (a permit dropped where nothing can be sent: it is never released, and
-//! renewal stops), a count-down latch armed, counted down (ids repeated) and waited on, rounds
-//! of the fair lock with waiters queued in a drawn order, and the master paused; run against
-//! the real library on one real master and checked after every step against a model:
+//! The model-based test of the family beside `RLock`, in two setups. On one master: random
+//! sequences by four owners (each with a client of its own) of a permit semaphore's
+//! acquisitions (several permits at once, fixed or renewed leases, one look or a short wait),
+//! releases by guard and by id from another owner, holders that crash (a permit dropped where
+//! nothing can be sent: it is never released, and renewal stops), a count-down latch armed,
+//! counted down (ids repeated) and waited on, rounds of the fair lock with waiters queued in a
+//! drawn order, and the master paused. On five masters: the same steps but the arming and the
+//! fair lock, on the semaphore whose count (2) its client fixes, each permit granted by four
+//! masters, and the latch whose count (3) its client fixes, with one or two masters paused at
+//! once. Run against the real library on real masters and checked after every step against a
+//! model:
 //!
 //! - never more permits believed held than the semaphore has (a permit released by id is no
 //!   longer its holder's to count, whatever it believes until its renewal tells it);
-//! - the master's count of permits out lies between what the model knows is out and what may
-//!   still be: a crashed holder's permits are back within their lease;
-//! - a one-look acquisition is granted when the model knows enough permits are free (unless the
+//! - the permits out on a master lie between what the model knows is out and what may still
+//!   be (on five masters: the most loaded master of a majority holds every permit held but
+//!   those the quorum lets it miss): a crashed holder's permits are back within their lease;
+//! - a one-look acquisition is granted when the model knows enough permits are free (unless a
 //!   master was paused within a lease); granted or not, the permits believed held stay within
 //!   the count;
-//! - the latch's count is its count minus the distinct ids counted down, and it is open exactly
-//!   when that is none;
+//! - the latch's count is its count minus the distinct ids counted down (on five masters: the
+//!   union of a majority's), and it is open exactly when that is none;
 //! - the fair lock's waiters get it in the order they queued;
 //! - at the end, once everything is released and every crashed permit's lease ran out: no key,
 //!   no subscription.
 //!
-//! A request the master does not answer in time (it was paused, or the machine is busy) is no
+//! A request the masters do not answer in time (paused, or the machine is busy) is no
 //! violation: the model takes what it may have done into account (an acquisition that may have
 //! landed is out until its lease ends; a release or release by id that may not have: the
 //! permit is dropped where nothing can be sent, and back within its lease; a latch that may
@@ -41,8 +46,14 @@ use tokio::runtime::Runtime;
 
 /// The owners: each has a client of its own.
 const OWNERS: usize = 4;
-/// The semaphore's count.
+/// The one-master semaphore's count.
 const COUNT: u32 = 3;
+/// The fixed count of the semaphore on several masters, and how many masters it runs on: each
+/// permit needs four of the five, so one may be down.
+const QUORUM_COUNT: u32 = 2;
+const QUORUM_NODES: usize = 5;
+/// The fixed count of the latch on several masters.
+const QUORUM_LATCH_COUNT: u32 = 3;
 /// The watchdog lease: short, so crashed permits come back within a few steps.
 const WATCHDOG: Duration = Duration::from_millis(1500);
 /// The fair lock's clients' watchdog lease: their waiters' heartbeat is a third of it (2 s), so
@@ -83,8 +94,47 @@ enum Step {
     CountDown { owner: usize, id: u32 },
     /// A round of the fair lock: `order[0]` holds it while the others queue in that order.
     FairRound { order: Vec<usize> },
-    /// The master paused for this long.
-    Pause { ms: u64 },
+    /// Master `node` (of the setup's) paused for this long; with `two`, the next one too.
+    Pause { node: usize, two: bool, ms: u64 },
+}
+
+/// What a run exercises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Setup {
+    /// The whole family on one master.
+    OneMaster,
+    /// The semaphore whose count its client fixes, on five masters.
+    Quorum,
+}
+
+impl Setup {
+    fn nodes(self) -> usize {
+        match self {
+            Setup::OneMaster => 1,
+            Setup::Quorum => QUORUM_NODES,
+        }
+    }
+
+    fn count(self) -> u32 {
+        match self {
+            Setup::OneMaster => COUNT,
+            Setup::Quorum => QUORUM_COUNT,
+        }
+    }
+
+    /// Whether a step is one of this setup's (the fair lock is one master's; a latch whose
+    /// count is fixed is not armed).
+    fn has(self, step: &Step) -> bool {
+        self == Setup::OneMaster || !matches!(step, Step::Arm { .. } | Step::FairRound { .. })
+    }
+
+    /// The count of the latch, where its client fixes it.
+    fn fixed_latch(self) -> Option<u32> {
+        match self {
+            Setup::OneMaster => None,
+            Setup::Quorum => Some(QUORUM_LATCH_COUNT),
+        }
+    }
 }
 
 fn draw(rng: &mut fastrand::Rng) -> Step {
@@ -123,8 +173,20 @@ fn draw(rng: &mut fastrand::Rng) -> Step {
             Step::FairRound { order }
         }
         _ => Step::Pause {
+            node: rng.usize(..QUORUM_NODES),
+            two: rng.bool(),
             ms: rng.u64(100..=600),
         },
+    }
+}
+
+/// A step of `setup`'s.
+fn draw_for(setup: Setup, rng: &mut fastrand::Rng) -> Step {
+    loop {
+        let step = draw(rng);
+        if setup.has(&step) {
+            return step;
+        }
     }
 }
 
@@ -142,10 +204,22 @@ struct Leftover {
     gone_by: Instant,
 }
 
-/// The latch as the model knows it: its count and the ids counted down, while armed.
+/// The latch as the model knows it: its count and the ids counted down, while armed; and the
+/// count its client fixed (armed from the start, open once counted, never unarmed but by its
+/// deletion).
 #[derive(Default)]
 struct LatchModel {
     armed: Option<(u32, std::collections::BTreeSet<u32>)>,
+    fixed: Option<u32>,
+}
+
+impl LatchModel {
+    fn new(fixed: Option<u32>) -> Self {
+        Self {
+            armed: fixed.map(|count| (count, Default::default())),
+            fixed,
+        }
+    }
 }
 
 impl LatchModel {
@@ -157,6 +231,9 @@ impl LatchModel {
 }
 
 struct Family {
+    setup: Setup,
+    /// How many masters must grant a permit.
+    quorum: usize,
     runtime: Runtime,
     clients: Vec<LockClient>,
     semaphores: Vec<RPermitExpirableSemaphore>,
@@ -171,10 +248,12 @@ struct Family {
 }
 
 impl Family {
-    fn start(server: &RedisCluster) -> Self {
-        redis::cmd("FLUSHALL")
-            .exec(&mut server.node(0).connection())
-            .expect("FLUSHALL");
+    fn start(setup: Setup, server: &RedisCluster) -> Self {
+        for node in server.nodes() {
+            redis::cmd("FLUSHALL")
+                .exec(&mut node.connection())
+                .expect("FLUSHALL");
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -192,22 +271,38 @@ impl Family {
                 .expect("client")
         };
         let clients: Vec<LockClient> = (0..OWNERS).map(|_| connect(WATCHDOG)).collect();
-        let fair_clients: Vec<LockClient> = (0..OWNERS).map(|_| connect(FAIR_WATCHDOG)).collect();
+        let one_master = setup == Setup::OneMaster;
+        let fair_clients: Vec<LockClient> = (0..OWNERS)
+            .filter(|_| one_master)
+            .map(|_| connect(FAIR_WATCHDOG))
+            .collect();
         let semaphores: Vec<_> = clients
             .iter()
-            .map(|client| {
-                client
+            .map(|client| match setup {
+                Setup::OneMaster => client
                     .get_permit_expirable_semaphore(NAME)
-                    .expect("one master")
+                    .expect("one master"),
+                Setup::Quorum => client
+                    .get_quorum_semaphore(NAME, QUORUM_COUNT)
+                    .expect("a count"),
             })
             .collect();
-        runtime
-            .block_on(semaphores[0].set_permits(COUNT))
-            .expect("set the count");
+        if setup == Setup::OneMaster {
+            runtime
+                .block_on(semaphores[0].set_permits(COUNT))
+                .expect("set the count");
+        }
         Self {
+            setup,
+            quorum: semaphores[0].quorum(),
             latches: clients
                 .iter()
-                .map(|client| client.get_count_down_latch(NAME).expect("one master"))
+                .map(|client| match setup.fixed_latch() {
+                    None => client.get_count_down_latch(NAME).expect("one master"),
+                    Some(count) => client
+                        .get_quorum_count_down_latch(NAME, count)
+                        .expect("a count"),
+                })
                 .collect(),
             fair: fair_clients
                 .iter()
@@ -219,7 +314,7 @@ impl Family {
             runtime,
             held: (0..OWNERS).map(|_| Vec::new()).collect(),
             leftovers: Vec::new(),
-            latch: LatchModel::default(),
+            latch: LatchModel::new(setup.fixed_latch()),
             paused_until: None,
             log: Vec::new(),
         }
@@ -256,7 +351,7 @@ impl Family {
             .map(|held| held.permit.permits())
             .sum();
         let leftover: u32 = self.leftovers.iter().map(|leftover| leftover.permits).sum();
-        (sure.min(COUNT), sure + lost + leftover)
+        (sure.min(self.setup.count()), sure + lost + leftover)
     }
 
     fn recently_paused(&self) -> bool {
@@ -274,7 +369,8 @@ impl Family {
                 lease_ms,
             } => {
                 let (_, may_be_out) = self.out_bounds();
-                let sure_free = COUNT.saturating_sub(may_be_out);
+                let count = self.setup.count();
+                let sure_free = count.saturating_sub(may_be_out);
                 let semaphore = self.semaphores[owner].clone();
                 let lease = lease_ms.map(Duration::from_millis);
                 let asked = Instant::now();
@@ -288,9 +384,9 @@ impl Family {
                         self.note("granted");
                         let ends_by = lease.map(|lease| asked + lease);
                         self.held[owner].push(Held { permit, ends_by });
-                        if self.believed() > COUNT {
+                        if self.believed() > count {
                             return Err(format!(
-                                "{} permits believed held, of {COUNT}",
+                                "{} permits believed held, of {count}",
                                 self.believed()
                             ));
                         }
@@ -404,9 +500,10 @@ impl Family {
                     self.block(async move { latch.count_down_as(&format!("id-{id}")).await })?;
                 match counted {
                     Ok(()) => {
+                        let fixed = self.latch.fixed.is_some();
                         if let Some((count, ids)) = &mut self.latch.armed {
                             ids.insert(id);
-                            if ids.len() >= *count as usize {
+                            if ids.len() >= *count as usize && !fixed {
                                 self.latch.armed = None;
                             }
                         }
@@ -417,11 +514,20 @@ impl Family {
                 }
             }
             Step::FairRound { order } => self.fair_round(server, &order)?,
-            Step::Pause { ms } => {
-                let node = server.node(0);
-                node.stop();
+            Step::Pause { node, two, ms } => {
+                let nodes = self.setup.nodes();
+                let paused: Vec<usize> = [node, node + 1]
+                    .into_iter()
+                    .take(if two && nodes > 1 { 2 } else { 1 })
+                    .map(|node| node % nodes)
+                    .collect();
+                for node in &paused {
+                    server.stop(*node);
+                }
                 std::thread::sleep(Duration::from_millis(ms));
-                node.resume();
+                for node in &paused {
+                    server.resume(*node);
+                }
                 self.paused_until = Some(Instant::now());
             }
         }
@@ -449,7 +555,7 @@ impl Family {
             }
         })?;
         deleted.map_err(|err| format!("delete: {err}"))?;
-        self.latch.armed = None;
+        self.latch = LatchModel::new(self.latch.fixed);
         Ok(())
     }
 
@@ -535,15 +641,22 @@ impl Family {
         // it (a margin before its validity ends, which ends before its key), so one the master
         // dropped by the time it answered is lost by now.
         let (sure, _) = self.out_bounds();
+        // On several masters the status is the most out on any master of a majority that
+        // answered: each holds a subset of the permits out, and a permit held is on all but
+        // `nodes - quorum` of them, so on `majority + quorum - nodes` of any majority at least.
+        let nodes = self.setup.nodes();
+        let majority = nodes / 2 + 1;
+        let present = u32::try_from((majority + self.quorum).saturating_sub(nodes)).unwrap_or(0);
+        let at_least = (sure * present).div_ceil(u32::try_from(majority).unwrap_or(1));
         if status.acquired > may_be {
             return Err(format!(
-                "{} permits out on the master, at most {may_be} may be",
+                "{} permits out on a master, at most {may_be} may be",
                 status.acquired
             ));
         }
-        if status.acquired < sure {
+        if status.acquired < at_least {
             return Err(format!(
-                "{} permits out on the master, at least {sure} are held",
+                "{} permits out on the most loaded master, at least {at_least} are ({sure} held)",
                 status.acquired
             ));
         }
@@ -569,22 +682,38 @@ impl Family {
     /// Releases everything, waits out the crashed permits, and checks that nothing is left.
     fn quiesce(mut self, server: &RedisCluster) -> Result<(), String> {
         for held in self.held.iter_mut().flat_map(std::mem::take) {
-            let _ = self.runtime.block_on(held.permit.release());
+            let permits = held.permit.permits();
+            let gone_by = Instant::now() + WATCHDOG + MARGIN;
+            if self.runtime.block_on(held.permit.release()).is_err() {
+                // Lost (its leftovers go in the background, or with its lease), or not
+                // answered: out until its lease ends at most.
+                self.leftovers.push(Leftover { permits, gone_by });
+            }
         }
+        // Every permit is gone by the last of their bounds: looked at until then.
         let last = self
             .leftovers
             .iter()
             .map(|leftover| leftover.gone_by)
             .max()
             .unwrap_or_else(Instant::now);
-        std::thread::sleep(last.saturating_duration_since(Instant::now()));
-        let semaphore = self.semaphores[0].clone();
-        let status = self
-            .runtime
-            .block_on(async move { semaphore.status().await })
-            .map_err(|err| format!("final status: {err}"))?;
-        if status.acquired != 0 {
-            return Err(format!("{} permits still out at the end", status.acquired));
+        loop {
+            let semaphore = self.semaphores[0].clone();
+            let status = self
+                .runtime
+                .block_on(async move { semaphore.status().await })
+                .map_err(|err| format!("final status: {err}"))?;
+            if status.acquired == 0 {
+                break;
+            }
+            if Instant::now() > last {
+                return Err(format!(
+                    "{} permits still out at the end; the permits by master: {:?}",
+                    status.acquired,
+                    self.permits_by_master(server)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
         let (semaphore, latch) = (self.semaphores[0].clone(), self.latches[0].clone());
         self.runtime
@@ -603,13 +732,30 @@ impl Family {
         let pattern = format!("{}*", self.clients[0].redlock().config().key_for(NAME));
         let left = server.count_keys(&pattern);
         if left != 0 {
-            let keys: Vec<String> = redis::cmd("KEYS")
-                .arg(&pattern)
-                .query(&mut server.node(0).connection())
-                .unwrap_or_default();
-            return Err(format!("{left} keys left: {keys:?}"));
+            let keys: Vec<Vec<String>> = (0..server.len())
+                .map(|node| server.keys_on(node, &pattern))
+                .collect();
+            return Err(format!("{left} keys left, by master: {keys:?}"));
         }
         Ok(())
+    }
+
+    /// Every master's permits hash, for a violation's story.
+    fn permits_by_master(&self, server: &RedisCluster) -> Vec<Vec<String>> {
+        let holders = format!(
+            "{}:permits",
+            self.clients[0].redlock().config().key_for(NAME)
+        );
+        server
+            .nodes()
+            .iter()
+            .map(|node| {
+                redis::cmd("HGETALL")
+                    .arg(&holders)
+                    .query(&mut node.connection())
+                    .unwrap_or_default()
+            })
+            .collect()
     }
 
     fn block<F: std::future::Future>(&self, future: F) -> Result<F::Output, String> {
@@ -629,21 +775,30 @@ impl Family {
 
 #[test]
 fn random_sequences_of_the_one_master_family_match_the_model() {
+    run(Setup::OneMaster, "one-master family");
+}
+
+#[test]
+fn random_sequences_of_the_fixed_count_semaphore_on_five_masters_match_the_model() {
+    run(Setup::Quorum, "fixed-count semaphore on five masters");
+}
+
+fn run(setup: Setup, what: &str) {
     // One run at a time, as the other runs of this binary: each is timed against its leases.
     let _one_run = crate::ONE_RUN
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let server = RedisCluster::start(1);
+    let server = RedisCluster::start(setup.nodes());
     let seed = test_seed();
     let cases = crate::env_number("MODEL_FAMILY_CASES", 20);
     let steps = crate::env_number("MODEL_STEPS", 24);
-    eprintln!("one-master family: TEST_SEED={seed} cases {cases} MODEL_STEPS={steps}");
+    eprintln!("{what}: TEST_SEED={seed} cases {cases} MODEL_STEPS={steps}");
     let mut rng = fastrand::Rng::with_seed(seed);
     let started = Instant::now();
     for case in 0..cases {
-        let mut family = Family::start(&server);
+        let mut family = Family::start(setup, &server);
         for _ in 0..steps {
-            let step = draw(&mut rng);
+            let step = draw_for(setup, &mut rng);
             if let Err(violation) = family.apply(&server, &step).and_then(|()| family.check()) {
                 panic!(
                     "case {case}: {violation}\nsteps:\n{}\nreplay with TEST_SEED={seed}",
@@ -657,7 +812,7 @@ fn random_sequences_of_the_one_master_family_match_the_model() {
         }
     }
     eprintln!(
-        "model, one-master family: {cases} sequences of up to {steps} steps in {:?}, no violation",
+        "model, {what}: {cases} sequences of up to {steps} steps in {:?}, no violation",
         started.elapsed()
     );
 }

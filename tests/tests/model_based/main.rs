@@ -21,8 +21,9 @@
 //! - at the end of each sequence, after releasing everything: no key, no registration, no
 //!   subscription, no pub/sub connection, and no connection once the clients are gone.
 //!
-//! The one-master family (the permit semaphore, the count-down latch, the fair lock) has a
-//! model of its own, on one master (`model_based/family.rs`).
+//! The family beside it (the permit semaphore, the count-down latch, the fair lock on one master;
+//! the semaphore whose count its client fixes on five masters) has a model of its own
+//! (`model_based/family.rs`).
 //!
 //! Seeded and replayable: the seed is printed (`TEST_SEED=<seed>` replays the same
 //! sequences), and proptest shrinks a failing sequence for up to `MODEL_SHRINK_SECONDS`

@@ -1,0 +1,271 @@
+//! The semaphore whose count its client fixes, on several real masters: each permit granted by
+//! `floor(k·N/(k+1)) + 1` of the N masters, so that no more than k are ever out; a master down
+//! within what that quorum tolerates changes nothing, one more refuses new permits and tells the
+//! holders whose renewals too few masters confirm; a killed holder process's permit comes back
+//! within its lease; and the count is the same for every client, never changed by the count
+//! verbs, typed errors before anything is sent.
+
+use std::time::Duration;
+
+use redlock_reentrant::{
+    Error, InvalidArgument, LockClient, LostReason, RPermitExpirableSemaphore,
+};
+use redlock_testkit::{HolderProcess, RedisCluster};
+use redlock_tests::{client, released_everywhere, WATCHDOG};
+
+/// Long enough for anything that is awaited to happen on a busy machine; never a bound that a
+/// test measures.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn fixed(client: &LockClient, name: &str, permits: u32) -> RPermitExpirableSemaphore {
+    client
+        .get_quorum_semaphore(name, permits)
+        .expect("a count of at least one")
+}
+
+/// The semaphore's permits hash.
+fn holders_key(client: &LockClient, name: &str) -> String {
+    format!("{}:permits", client.redlock().config().key_for(name))
+}
+
+/// How many permits master `node` has out in `holders` (the hash's own fields left out).
+fn permits_on(cluster: &RedisCluster, node: usize, holders: &str) -> usize {
+    let fields: Vec<String> = redis::cmd("HKEYS")
+        .arg(holders)
+        .query(&mut cluster.node(node).connection())
+        .expect("HKEYS");
+    fields
+        .iter()
+        .filter(|field| !field.starts_with(['~', '@']))
+        .count()
+}
+
+fn is_no_quorum<T: std::fmt::Debug>(answer: &Result<T, Error>) -> bool {
+    matches!(answer, Err(Error::NoQuorum { .. }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_permits_on_five_masters_need_four_and_survive_one_down() {
+    let cluster = RedisCluster::start(5);
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(client(&cluster, WATCHDOG).await);
+    }
+    let s: Vec<_> = clients
+        .iter()
+        .map(|client| fixed(client, "provider", 2))
+        .collect();
+    let holders = holders_key(&clients[0], "provider");
+    assert_eq!(s[0].quorum(), 4, "floor(2·5/3) + 1");
+    assert_eq!(s[0].fixed_permits(), Some(2));
+
+    let a = s[0].acquire(1).await.expect("a");
+    let b = s[1]
+        .try_acquire(1, Duration::ZERO, None)
+        .await
+        .expect("try")
+        .expect("b");
+    assert!(
+        s[2].try_acquire(1, Duration::ZERO, None)
+            .await
+            .expect("try")
+            .is_none(),
+        "two of two out"
+    );
+    let full = (0..5)
+        .filter(|node| permits_on(&cluster, *node, &holders) == 2)
+        .count();
+    assert!(
+        full >= 4,
+        "each permit is on four masters at least: {full} have both"
+    );
+    let status = s[2].status().await.expect("status");
+    assert_eq!(
+        (status.permits, status.acquired, status.available()),
+        (2, 2, 0)
+    );
+
+    // One master down: what the quorum tolerates. A release and a new permit go on the four.
+    cluster.stop(0);
+    a.release().await.expect("released on the four that answer");
+    let c = s[2]
+        .try_acquire(1, PATIENCE, None)
+        .await
+        .expect("try")
+        .expect("granted by the four that answer");
+
+    // A second one down: three masters cannot make four. No new permit though one is free, and
+    // the holders whose renewals three masters confirm are told before their lease ends.
+    cluster.stop(1);
+    c.release().await.expect("released where it was");
+    let refused = s[0].try_acquire(1, Duration::ZERO, None).await;
+    assert!(
+        is_no_quorum(&refused) || matches!(refused, Ok(None)),
+        "{refused:?}"
+    );
+    let reason = tokio::time::timeout(PATIENCE, b.lost())
+        .await
+        .expect("renewal confirmed by three of the four needed: told");
+    assert!(
+        matches!(reason, LostReason::QuorumLost | LostReason::LeaseExpired),
+        "{reason}"
+    );
+    drop(b);
+
+    // Back: the semaphore's two permits are free again once b's lease ran out everywhere.
+    cluster.resume(0);
+    cluster.resume(1);
+    let both = tokio::time::timeout(PATIENCE, s[1].acquire(2))
+        .await
+        .expect("free within b's lease")
+        .expect("both permits");
+    assert_eq!(both.permits(), 2);
+    both.release().await.expect("release");
+    // A master that granted nothing of it keeps b's expired entries until their deadline.
+    released_everywhere(&cluster, &holders, WATCHDOG).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holders_permit_comes_back_with_a_master_down() {
+    let cluster = RedisCluster::start(3);
+    let name = "reports";
+    let bob = client(&cluster, WATCHDOG).await;
+    let s = fixed(&bob, name, 1);
+    assert_eq!(s.quorum(), 2, "one permit: the majority, the mutex");
+    let zombie = HolderProcess::spawn(
+        env!("CARGO_BIN_EXE_holder"),
+        &format!("quorum-permits:1:1:{name}"),
+        WATCHDOG,
+        &cluster.urls(),
+    );
+    assert!(
+        s.try_acquire(1, Duration::ZERO, None)
+            .await
+            .expect("try")
+            .is_none(),
+        "the process holds the only permit"
+    );
+    zombie.kill();
+    cluster.stop(2);
+    let permit = tokio::time::timeout(PATIENCE, s.acquire(1))
+        .await
+        .expect("back within the dead holder's lease")
+        .expect("granted by the two masters that answer");
+    assert!(!permit.is_lost());
+    permit.release().await.expect("release");
+    cluster.resume(2);
+    released_everywhere(&cluster, &holders_key(&bob, name), WATCHDOG).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_count_is_every_clients_and_never_changed() {
+    let cluster = RedisCluster::start(3);
+    let alice = client(&cluster, WATCHDOG).await;
+    let bob = client(&cluster, WATCHDOG).await;
+    let zero = alice.get_quorum_semaphore("pool", 0);
+    assert!(
+        matches!(
+            zero,
+            Err(Error::InvalidArgument(InvalidArgument::ZeroPermits { .. }))
+        ),
+        "{zero:?}"
+    );
+    let two = fixed(&alice, "pool", 2);
+    assert_eq!(
+        two.quorum(),
+        3,
+        "two permits on three masters need all three"
+    );
+
+    // Refused before anything is sent.
+    let too_many = two.try_acquire(3, Duration::ZERO, None).await;
+    assert!(
+        matches!(
+            too_many,
+            Err(Error::InvalidArgument(InvalidArgument::TooManyPermits {
+                asked: 3,
+                count: 2,
+                ..
+            }))
+        ),
+        "{too_many:?}"
+    );
+    let fixed_error = |answer: Result<(), Error>| {
+        assert!(
+            matches!(
+                answer,
+                Err(Error::InvalidArgument(InvalidArgument::PermitsFixed {
+                    permits: 2,
+                    ..
+                }))
+            ),
+            "{answer:?}"
+        );
+    };
+    fixed_error(two.set_permits(5).await);
+    fixed_error(two.add_permits(1).await.map(|_| ()));
+    fixed_error(two.drain_permits().await.map(|_| ()));
+    fixed_error(two.try_set_permits(1).await.map(|_| ()));
+    assert_eq!(cluster.count_keys("*"), 0, "nothing was sent");
+
+    // The first acquisition sets the count on each master; another client that fixed another
+    // count is refused, and takes nothing.
+    let held = two.acquire(2).await.expect("both");
+    let three = fixed(&bob, "pool", 3);
+    let differs = three.try_acquire(1, Duration::ZERO, None).await;
+    assert!(
+        matches!(
+            differs,
+            Err(Error::InvalidArgument(
+                InvalidArgument::PermitCountDiffers {
+                    fixed: 3,
+                    found: 2,
+                    ..
+                }
+            ))
+        ),
+        "{differs:?}"
+    );
+    let holders = holders_key(&alice, "pool");
+    for node in 0..3 {
+        assert_eq!(permits_on(&cluster, node, &holders), 1, "only alice's");
+    }
+    held.release().await.expect("release");
+    assert!(two.delete().await.expect("delete"), "the counts were there");
+    let semaphore_keys = format!("{}:permit*", alice.redlock().config().key_for("pool"));
+    assert_eq!(
+        cluster.count_keys(&semaphore_keys),
+        0,
+        "the permits and the counts deleted on every master"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_one_master_a_fixed_count_meets_the_count_set_there() {
+    let cluster = RedisCluster::start(1);
+    let alice = client(&cluster, WATCHDOG).await;
+    let set = alice
+        .get_permit_expirable_semaphore("jobs")
+        .expect("one master");
+    set.set_permits(5).await.expect("set");
+    let differs = fixed(&alice, "jobs", 2).acquire(1).await;
+    assert!(
+        matches!(
+            differs,
+            Err(Error::InvalidArgument(
+                InvalidArgument::PermitCountDiffers {
+                    fixed: 2,
+                    found: 5,
+                    ..
+                }
+            ))
+        ),
+        "{differs:?}"
+    );
+    let same = fixed(&alice, "jobs", 5);
+    assert_eq!(same.quorum(), 1);
+    let permit = same.acquire(5).await.expect("the same count");
+    assert_eq!(set.acquired_permits().await.expect("status"), 5);
+    permit.release().await.expect("release");
+    assert!(set.delete().await.expect("delete"));
+}
