@@ -87,8 +87,8 @@ pub(crate) struct RunArgs {
     #[arg(short, long, conflicts_with = "permits")]
     pub(crate) shared: bool,
     /// Take one of N permits of the semaphore NAME instead of the lock: at most N runs of NAME
-    /// at once, on every host. The first run sets the semaphore's count; a run whose N differs
-    /// from the count set is refused (a usage error). Each permit has its own lease: a killed
+    /// at once, on every host. A run whose N differs from the count of the permits out (or the
+    /// count set on one master) is refused (a usage error). Each permit has its own lease: a killed
     /// run's permit comes back within it. On several Redis masters each permit is granted by
     /// floor(N·M/(N+1)) + 1 of the M masters (a majority is not enough for N > 1), so it
     /// tolerates fewer masters down than the lock: 2 permits on 3 masters need all 3.

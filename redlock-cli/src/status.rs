@@ -78,7 +78,7 @@ pub(crate) async fn status(
             ))?;
         } else {
             answer(format_args!(
-                "{}: no semaphore (its count is not set)",
+                "{}: no semaphore (no permit out, no count set)",
                 args.name
             ))?;
         }

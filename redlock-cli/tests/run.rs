@@ -913,15 +913,18 @@ mod permits {
             "ran\n",
             "once, when the permit was free"
         );
-        scratch.touch("go");
-        second.wait().assert_code(0);
-        assert_eq!(permits_status(&nodes)["acquired"], serde_json::json!(0));
-
+        // Deleted while the second run holds its permit: that run is told, and its job stopped.
         let deleted =
             finish(redlock(&nodes).args(["unlock", "--force", "--permits", "uploads", "--json"]));
         deleted.assert_code(0);
         assert!(deleted.stdout.contains("\"deleted\":true"), "{deleted:#?}");
-        assert_eq!(permits_status(&nodes)["set"], serde_json::json!(false));
+        second.wait().assert_code(LOST);
+        let status = permits_status(&nodes);
+        assert_eq!(
+            (&status["set"], &status["acquired"]),
+            (&serde_json::json!(false), &serde_json::json!(0)),
+            "{status}"
+        );
     }
 
     #[test]

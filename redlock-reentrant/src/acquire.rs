@@ -160,7 +160,12 @@ pub(crate) async fn attempt(
     let seen = |node: usize| fan.slots()[node].reply().is_some_and(AcquireReply::granted);
     let started = fan.started();
     let in_time = |elapsed: Duration| timing.validity(elapsed).is_some();
-    let granted_in_time = granted >= fan.quorum() && in_time(fan.elapsed());
+    // A master with another count than the one fixed: not granted, even by enough others (its
+    // grants do not keep the fixed count); the failure says why.
+    let count_differs = fan
+        .values()
+        .any(|reply| matches!(reply, AcquireReply::CountDiffers { .. }));
+    let granted_in_time = granted >= fan.quorum() && !count_differs && in_time(fan.elapsed());
 
     let token = if granted_in_time {
         Some(match plan {
@@ -472,7 +477,13 @@ fn failure(
         return nested_lost(target, hold, nested);
     }
     // Only an owner that a majority names is waited for; anything less is a split vote or an
-    // uncertain count, which a short jittered pause resolves.
+    // uncertain count, which a short jittered pause resolves. Permits are waited for once too
+    // many masters have none free for a quorum to grant (with one permit, or one master: a
+    // majority).
+    let waited_for = match &target.keys {
+        LockKeys::Permits(_) => fan.nodes() + 1 - fan.quorum(),
+        _ => fan.quorum(),
+    };
     let mut holders: HashMap<&str, (usize, Duration)> = HashMap::new();
     for reply in fan.values() {
         if let AcquireReply::HeldBy { pttl, holder } = reply {
@@ -482,7 +493,7 @@ fn failure(
         }
     }
     match holders.values().max_by_key(|(nodes, _)| *nodes) {
-        Some(&(nodes, ttl)) if nodes >= fan.quorum() => Ok(Outcome::Held { ttl: Some(ttl) }),
+        Some(&(nodes, ttl)) if nodes >= waited_for => Ok(Outcome::Held { ttl: Some(ttl) }),
         _ => Ok(Outcome::Contended),
     }
 }

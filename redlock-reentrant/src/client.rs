@@ -152,12 +152,14 @@ impl LockClient {
     /// 2 permits on 3 masters need all 3, and surviving one master down takes at least k + 2
     /// masters. On one master it is that master's semaphore with its count fixed.
     ///
-    /// The count is set on each master by the first acquisition that finds none there, and
-    /// every client of the semaphore must fix the same: an acquisition that finds another is
-    /// refused ([`InvalidArgument::PermitCountDiffers`](crate::InvalidArgument::PermitCountDiffers)),
+    /// A master records the count beside the permits it granted under it (it goes with them),
+    /// and every client of the semaphore must fix the same: an acquisition that finds another
+    /// (recorded, or set with `set_permits` on one master) is refused
+    /// ([`InvalidArgument::PermitCountDiffers`](crate::InvalidArgument::PermitCountDiffers)),
     /// and the count verbs (`set_permits`, `add_permits`, `drain_permits`, `try_set_permits`)
-    /// answer [`InvalidArgument::PermitsFixed`](crate::InvalidArgument::PermitsFixed). Nothing
-    /// is sent yet.
+    /// answer [`InvalidArgument::PermitsFixed`](crate::InvalidArgument::PermitsFixed). A
+    /// permit granted while some masters were down is renewed only where it was granted: until
+    /// its release, it survives fewer failures. Nothing is sent yet.
     ///
     /// As every Redlock primitive, it counts on the masters keeping what they granted: a
     /// master restarted without its data must stay out for a lease first (see the deployment
@@ -264,9 +266,11 @@ impl LockClient {
     /// It is armed from the start (no [`RCountDownLatch::try_set_count`]: that is
     /// [`InvalidArgument::CountFixed`](crate::InvalidArgument::CountFixed)), opens after
     /// `count` distinct count-downs, and stays open until its keys expire ([`LATCH_TTL`](crate::LATCH_TTL)
-    /// after the latest count-down) or [`RCountDownLatch::delete`]; it is then armed afresh.
-    /// A round is the latch's name: give each round a name of its own (a date, a deploy's id),
-    /// so that a late count-down of an earlier round never counts in a later one. Every client
+    /// after the latest count-down: each count-down copies what a majority holds to every
+    /// master it reaches) or [`RCountDownLatch::delete`]. A round is the latch's name, used
+    /// once: give each round a name of its own (a date, a deploy's id). A name used again
+    /// after its deletion or expiry could count ids of the earlier round that a master cut off
+    /// at the time still has, or a late count-down of it. Every client
     /// of it must fix the same count: a count-down that finds another is
     /// [`InvalidArgument::CountDiffers`](crate::InvalidArgument::CountDiffers). Nothing is
     /// sent yet.

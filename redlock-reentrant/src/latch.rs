@@ -191,8 +191,9 @@ impl RCountDownLatch {
     }
 
     /// Counts down once, under an id of its own that its own retries keep (the client's retry
-    /// policy): they count once. Nothing when the latch is open (or unset). Calling it again
-    /// after an error is another count-down, with another id: to retry from outside, use
+    /// policy): they count once. Nothing when the latch is open (or unset); a latch whose count
+    /// its client fixed is never unset: the count-down arms it where it is not. Calling it
+    /// again after an error is another count-down, with another id: to retry from outside, use
     /// [`RCountDownLatch::count_down_as`] with an id of your own.
     ///
     /// # Cancel safety
@@ -218,7 +219,7 @@ impl RCountDownLatch {
 
     /// Counts down once as `id`: every count-down of one round with the same id counts once
     /// (a shard that reports twice, a process restarted half-way). Nothing when the latch is
-    /// open (or unset).
+    /// open (or unset: as [`RCountDownLatch::count_down`]).
     ///
     /// # Cancel safety
     ///
@@ -250,22 +251,57 @@ impl RCountDownLatch {
             .map(drop)
     }
 
-    /// A count-down of the latch whose count is `fixed`: the id added to the round's set on
-    /// every master (arming it there if it is not), retried as one until a majority has it.
+    /// A count-down of the latch whose count is `fixed`: the ids a majority has (their union)
+    /// and this one added to the round's set on every master (arming it there if it is not),
+    /// retried as one until a majority has them. Each count-down so brings what a majority
+    /// knows to the masters it reaches, with the latch's lifetime from now: a majority holds
+    /// every count-down done until the ttl after the latest, whichever masters missed some.
     async fn count_down_fixed(&self, id: &str, fixed: u32) -> Result<(), Error> {
         let count = fixed.to_string();
         let replies = self
-            .retried(|| self.run_fixed("count-down-fixed", id, &count, lease_millis(LATCH_TTL)))
+            .retried(|| async {
+                let seen = self.run_fixed("ids", "", "", 0).await?;
+                let known = self.counted(&seen, fixed)?;
+                let call = known.iter().fold(
+                    self.call("count-down-fixed", id, &count, lease_millis(LATCH_TTL)),
+                    |call, known| call.arg(*known),
+                );
+                self.run_fixed_call(call).await
+            })
             .await?;
         match replies.iter().find(|reply| reply.other_round) {
-            Some(other) => Err(InvalidArgument::CountDiffers {
-                name: self.name.to_string(),
-                fixed,
-                found: other.left,
-            }
-            .into()),
+            Some(other) => Err(self.other_round(fixed, other.left)),
             None => Ok(()),
         }
+    }
+
+    /// The distinct ids counted down that `replies` (of 'ids', a majority's) hold, or
+    /// [`InvalidArgument::CountDiffers`] when a master has another round than the fixed one.
+    fn counted<'r>(
+        &self,
+        replies: &'r [LatchReply],
+        fixed: u32,
+    ) -> Result<std::collections::BTreeSet<&'r str>, Error> {
+        // ('ids' answers a round's count in `left`.)
+        if let Some(other) = replies
+            .iter()
+            .find(|reply| reply.armed && (reply.generation != FIXED || reply.left != fixed))
+        {
+            return Err(self.other_round(fixed, other.left));
+        }
+        Ok(replies
+            .iter()
+            .flat_map(|reply| reply.ids.iter().map(String::as_str))
+            .collect())
+    }
+
+    fn other_round(&self, fixed: u32, found: u32) -> Error {
+        InvalidArgument::CountDiffers {
+            name: self.name.to_string(),
+            fixed,
+            found,
+        }
+        .into()
     }
 
     /// `request`, tried again as the client's retry policy says while it fails with a
@@ -288,7 +324,7 @@ impl RCountDownLatch {
 
     /// How many count-downs the latch still needs: 0 when it is open (or unset). With a count
     /// its client fixed: the count less the distinct ids of the count-downs that a majority of
-    /// the masters answered with.
+    /// the masters answered with (the count itself once its keys expired or were deleted).
     ///
     /// # Cancel safety
     ///
@@ -307,26 +343,12 @@ impl RCountDownLatch {
         // Every master's ids are ids counted down: their union, read from a majority, holds
         // every count-down done (each is on a majority) and nothing else.
         let replies = self.run_fixed("ids", "", "", 0).await?;
-        // ('ids' answers a round's count in `left`.)
-        if let Some(other) = replies
-            .iter()
-            .find(|reply| reply.armed && (reply.generation != FIXED || reply.left != fixed))
-        {
-            return Err(InvalidArgument::CountDiffers {
-                name: self.name.to_string(),
-                fixed,
-                found: other.left,
-            }
-            .into());
-        }
-        let counted: std::collections::HashSet<&str> = replies
-            .iter()
-            .flat_map(|reply| reply.ids.iter().map(String::as_str))
-            .collect();
+        let counted = self.counted(&replies, fixed)?;
         Ok(fixed.saturating_sub(u32::try_from(counted.len()).unwrap_or(u32::MAX)))
     }
 
-    /// Waits up to `wait` for the latch to open; whether it did. An unset latch is open.
+    /// Waits up to `wait` for the latch to open; whether it did. An unset latch is open (but
+    /// one whose count its client fixed is never unset: see [`RCountDownLatch::count`]).
     ///
     /// # Cancel safety
     ///
@@ -355,7 +377,10 @@ impl RCountDownLatch {
     }
 
     /// Deletes the latch: it is open (its waiters return), and can be armed again. Whether
-    /// there was a round to delete.
+    /// there was a round to delete. With a count its client fixed, on every master (a majority
+    /// must answer): clean-up after its round, whose name is not to be used again (a master
+    /// that missed the deletion, down or cut off, would bring its ids back); waiters look
+    /// again and find the full count.
     ///
     /// # Cancel safety
     ///
@@ -407,7 +432,12 @@ impl RCountDownLatch {
         second: &str,
         ttl_ms: u64,
     ) -> Result<Vec<LatchReply>, Error> {
-        let call = self.call(op, first, second, ttl_ms);
+        self.run_fixed_call(self.call(op, first, second, ttl_ms))
+            .await
+    }
+
+    /// Runs `call` as [`RCountDownLatch::run_fixed`] does.
+    async fn run_fixed_call(&self, call: ScriptCall) -> Result<Vec<LatchReply>, Error> {
         let fan: FanOut<LatchReply> =
             crate::one_master::run_everywhere(&self.client.inner, &self.latch, call).await?;
         if fan.answered() < fan.quorum() {

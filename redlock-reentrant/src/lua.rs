@@ -277,15 +277,18 @@ pub(crate) struct PermitsStatus {
     pub(crate) count: u32,
     /// How many are out (held, lease not run out).
     pub(crate) out: u32,
+    /// The count the permits out were granted under, where their clients fixed it (0: none).
+    pub(crate) fixed: u32,
 }
 
 impl FromRedisValue for PermitsStatus {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        let (set, count, out): (i64, i64, i64) = redis::from_redis_value(value)?;
+        let (set, count, out, fixed): (i64, i64, i64, i64) = redis::from_redis_value(value)?;
         Ok(PermitsStatus {
             set: set == 1,
             count: permits(count)?,
             out: permits(out)?,
+            fixed: permits(fixed)?,
         })
     }
 }

@@ -487,9 +487,10 @@ impl RPermitExpirableSemaphore {
     }
 
     /// The count of permits, the permits out and whether the count is set. Permits whose lease
-    /// ran out are not counted (and are purged). On several masters (a fixed count), the count
-    /// and the permits out are the most any master that answered has (a fixed count is set on
-    /// a master by the first acquisition there: until then it is not set).
+    /// ran out are not counted (and are purged). With a count its client fixed, the count is
+    /// the one the permits out were granted under (and `set`), or the client's while none is
+    /// out (not `set`: a fixed count lives on the masters with its permits); on several masters,
+    /// the count and the permits out are the most any master that answered has.
     ///
     /// # Cancel safety
     ///
@@ -519,9 +520,16 @@ impl RPermitExpirableSemaphore {
             return Err(Error::no_quorum(&self.name, fan.answered(), fan));
         }
         let most = |of: fn(&PermitsStatus) -> u32| fan.values().map(of).max().unwrap_or(0);
+        // A count set on a master, or the fixed one its permits out were granted under; with
+        // neither, a fixed count is this client's.
+        let seen = most(|status| status.count.max(status.fixed));
+        let set = fan.values().any(|status| status.set || status.fixed > 0);
         let status = SemaphoreStatus {
-            set: fan.values().any(|status| status.set),
-            permits: most(|status| status.count),
+            set,
+            permits: match self.fixed {
+                Some(fixed) if !set => fixed.permits,
+                _ => seen,
+            },
             acquired: most(|status| status.out),
         };
         Ok(status)

@@ -22,7 +22,8 @@ use crate::{Error, Permit, RPermitExpirableSemaphore, SemaphoreStatus};
 /// add up to `n`, the latest first (`acquire(2)` then `release(1)` is refused: the two permits
 /// were taken as one).
 ///
-/// One master only, as [`RPermitExpirableSemaphore`].
+/// One master only, as [`RPermitExpirableSemaphore`] whose count is set on the master (its
+/// count verbs change it at run time, which no quorum could keep sound).
 ///
 /// # Examples
 ///

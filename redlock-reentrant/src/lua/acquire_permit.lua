@@ -14,8 +14,10 @@
 -- release to announce it; until the count is set, the lease: setting it is announced),
 -- {3, count, ''} a second copy of this request (counted once); {4, count, ''} when more
 -- permits are asked for than the semaphore's count (set) is; and {5, count, ''} when the count
--- set here is not the fixed one (a fixed count is set here by the first acquisition that finds
--- none, as configuration: it has no expiry).
+-- here is not the fixed one: the count set (by `set_permits`), or the fixed count of the
+-- permits out, which a granted acquisition of a fixed count records in the permits hash
+-- (FIXED_FIELD): it lives as long as they do, so a client that fixed another count and took
+-- nothing leaves nothing behind.
 local wrong, count = not_semaphore(KEYS[1], KEYS[3])
 if wrong then
     return wrong
@@ -27,14 +29,17 @@ local held = reader_entry(KEYS[1], ARGV[1], now)
 if held > 0 or expected > 0 then
     return {3, held, ''}
 end
-if redis.call('exists', KEYS[3]) == 0 then
-    if fixed == 0 then
-        return {0, lease, 'permits'}
+local is_set = redis.call('exists', KEYS[3]) == 1
+if fixed > 0 then
+    local recorded = tonumber(redis.call('hget', KEYS[1], FIXED_FIELD) or fixed)
+    if is_set and count ~= fixed then
+        return {5, count, ''}
+    elseif recorded ~= fixed then
+        return {5, recorded, ''}
     end
-    redis.call('set', KEYS[3], fixed)
     count = fixed
-elseif fixed > 0 and count ~= fixed then
-    return {5, count, ''}
+elseif not is_set then
+    return {0, lease, 'permits'}
 end
 if weight > count then
     return {4, count, ''}
@@ -44,5 +49,8 @@ if out + weight > count then
     return {0, math.max(1, earliest - now), 'permits'}
 end
 redis.call('hset', KEYS[1], KIND_FIELD, KIND, ARGV[1], reader_value(1, now + lease, weight))
+if fixed > 0 then
+    redis.call('hset', KEYS[1], FIXED_FIELD, fixed)
+end
 keep_readers_until(KEYS[1], now, now + lease)
 return {1, fencing_candidate(), ''}

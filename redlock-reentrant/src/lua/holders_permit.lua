@@ -5,3 +5,7 @@ local KIND = 'permits'
 local function departed(_)
     return true
 end
+
+-- The permits hash's field that records the count its permits out were granted under, when
+-- their clients fixed it (lua/acquire_permit.lua); not a holder.
+local FIXED_FIELD = '~count'

@@ -5,3 +5,6 @@ local KIND = 'readers'
 local function departed(emptied)
     return emptied
 end
+
+-- Readers record no fixed count (see lua/holders_permit.lua).
+local FIXED_FIELD = false

@@ -13,7 +13,8 @@
 -- looks open or unset in its place.
 -- ARGV[1]: 'arm' (ARGV[2] the count, ARGV[3] the generation, ARGV[6] the ttl: only if unset),
 -- 'status', 'count-down' (ARGV[2] the id, ARGV[3] the round's generation), 'delete',
--- 'count-down-fixed' (ARGV[2] the id, ARGV[3] the fixed count, ARGV[6] the ttl), 'ids' (as
+-- 'count-down-fixed' (ARGV[2] the id, ARGV[3] the fixed count, ARGV[6] the ttl, ARGV[7..] the
+-- ids counted down elsewhere that the caller read: added too), 'ids' (as
 -- 'status' but with the round's count in place of what is left, and the round's ids after the
 -- reply's four fields).
 -- ARGV[4]: the latch's channel. ARGV[5]: the message.
@@ -42,10 +43,15 @@ local FIXED = 'fixed'
 local function left()
     return math.max(0, tonumber(latch[3]) - redis.call('scard', KEYS[2]))
 end
--- Adds the id ARGV[2] to the round's set, keeps both keys `ttl` more, and announces the
--- opening where this count-down opened it; the reply.
-local function count_down(ttl)
+-- Adds the id ARGV[2] (and ARGV[from..], when `from` is given) to the round's set, keeps both
+-- keys `ttl` more, and announces the opening where this count-down opened it; the reply (done:
+-- whether the set grew).
+local function count_down(ttl, from)
     local added = redis.call('sadd', KEYS[2], ARGV[2])
+    for i = from or (#ARGV + 1), #ARGV do
+        added = added + redis.call('sadd', KEYS[2], ARGV[i])
+    end
+    added = math.min(added, 1)
     local remaining = left()
     if remaining == 0 and added == 1 then
         announce(ARGV[4], ARGV[5])
@@ -84,7 +90,7 @@ elseif op == 'count-down-fixed' then
     elseif latch[2] ~= FIXED or latch[3] ~= ARGV[3] then
         return {2, 1, tonumber(latch[3]), latch[2]}
     end
-    return count_down(ARGV[6])
+    return count_down(ARGV[6], 7)
 elseif op == 'ids' then
     if not armed then
         return {0, 0, 0, ''}

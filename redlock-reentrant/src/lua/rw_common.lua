@@ -92,8 +92,13 @@ local function drop_reader(key, field)
     if prefix and redis.call('hget', key, '@' .. prefix) == generation then
         redis.call('hdel', key, '@' .. prefix)
     end
-    -- What is left besides the kind: readers (live or not purged yet) and their owners' indexes.
-    if redis.call('hlen', key) <= 1 then
+    -- What is left besides the kind (and a fixed count's record): readers (live or not purged
+    -- yet) and their owners' indexes.
+    local left = redis.call('hlen', key)
+    if FIXED_FIELD then
+        left = left - redis.call('hexists', key, FIXED_FIELD)
+    end
+    if left <= 1 then
         redis.call('del', key)
         return true
     end

@@ -40,6 +40,15 @@ fn permits_on(cluster: &RedisCluster, node: usize, holders: &str) -> usize {
         .count()
 }
 
+/// Whether master `node` has the permit `id` out in `holders`.
+fn has_permit(cluster: &RedisCluster, node: usize, holders: &str, id: &str) -> bool {
+    redis::cmd("HEXISTS")
+        .arg(holders)
+        .arg(id)
+        .query(&mut cluster.node(node).connection())
+        .expect("HEXISTS")
+}
+
 fn is_no_quorum<T: std::fmt::Debug>(answer: &Result<T, Error>) -> bool {
     matches!(answer, Err(Error::NoQuorum { .. }))
 }
@@ -72,13 +81,12 @@ async fn two_permits_on_five_masters_need_four_and_survive_one_down() {
             .is_none(),
         "two of two out"
     );
-    let full = (0..5)
-        .filter(|node| permits_on(&cluster, *node, &holders) == 2)
-        .count();
-    assert!(
-        full >= 4,
-        "each permit is on four masters at least: {full} have both"
-    );
+    for permit in [&a, &b] {
+        let on = (0..5)
+            .filter(|node| has_permit(&cluster, *node, &holders, permit.id().as_str()))
+            .count();
+        assert!(on >= 4, "each permit is on four masters at least: {on}");
+    }
     let status = s[2].status().await.expect("status");
     assert_eq!(
         (status.permits, status.acquired, status.available()),
@@ -126,15 +134,15 @@ async fn two_permits_on_five_masters_need_four_and_survive_one_down() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_holders_permit_comes_back_with_a_master_down() {
-    let cluster = RedisCluster::start(3);
+async fn killed_holders_permits_come_back_with_a_master_down() {
+    let cluster = RedisCluster::start(5);
     let name = "reports";
     let bob = client(&cluster, WATCHDOG).await;
-    let s = fixed(&bob, name, 1);
-    assert_eq!(s.quorum(), 2, "one permit: the majority, the mutex");
+    let s = fixed(&bob, name, 2);
+    assert_eq!(s.quorum(), 4);
     let zombie = HolderProcess::spawn(
         env!("CARGO_BIN_EXE_holder"),
-        &format!("quorum-permits:1:1:{name}"),
+        &format!("quorum-permits:2:2:{name}"),
         WATCHDOG,
         &cluster.urls(),
     );
@@ -143,17 +151,17 @@ async fn a_killed_holders_permit_comes_back_with_a_master_down() {
             .await
             .expect("try")
             .is_none(),
-        "the process holds the only permit"
+        "the process holds both permits"
     );
     zombie.kill();
-    cluster.stop(2);
-    let permit = tokio::time::timeout(PATIENCE, s.acquire(1))
+    cluster.stop(4);
+    let permit = tokio::time::timeout(PATIENCE, s.acquire(2))
         .await
         .expect("back within the dead holder's lease")
-        .expect("granted by the two masters that answer");
+        .expect("granted by the four masters that answer");
     assert!(!permit.is_lost());
     permit.release().await.expect("release");
-    cluster.resume(2);
+    cluster.resume(4);
     released_everywhere(&cluster, &holders_key(&bob, name), WATCHDOG).await;
 }
 
@@ -230,13 +238,30 @@ async fn a_fixed_count_is_every_clients_and_never_changed() {
     for node in 0..3 {
         assert_eq!(permits_on(&cluster, node, &holders), 1, "only alice's");
     }
-    held.release().await.expect("release");
-    assert!(two.delete().await.expect("delete"), "the counts were there");
+    // The fixed count lives with the permits: deleted with them, and gone once none is out.
+    assert!(
+        two.delete().await.expect("delete"),
+        "the permits were there"
+    );
+    let released = held.release().await;
+    assert!(
+        matches!(released, Err(Error::LockLost { .. })),
+        "{released:?}"
+    );
     let semaphore_keys = format!("{}:permit*", alice.redlock().config().key_for("pool"));
     assert_eq!(
         cluster.count_keys(&semaphore_keys),
         0,
-        "the permits and the counts deleted on every master"
+        "nothing of the semaphore left on any master"
+    );
+    let status = bob
+        .get_quorum_semaphore("pool", 3)
+        .expect("three")
+        .status()
+        .await;
+    assert!(
+        matches!(status, Ok(status) if !status.set && status.permits == 3),
+        "a fixed count with none out is the client's: {status:?}"
     );
 }
 

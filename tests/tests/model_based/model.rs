@@ -835,7 +835,7 @@ impl Model {
             Released::NotOwner(_) if finishes_pending && hold.let_go && hold.count == 1 => {
                 // The owner's final release, left pending, was of this guard's acquisition: it
                 // is retried first and ends the guard's hold, which was then released through
-                // the lock (documented on `RGuard::unlock`).
+                // the lock (documented on `LockGuard::unlock`).
                 *hold = Hold::default();
                 Ok(())
             }
