@@ -165,7 +165,7 @@ async fn take_lock(
 }
 
 /// Takes a permit of the semaphore NAME, whose count is `permits` (fixed by every run, on every
-/// master: set by the first; a run that disagrees is refused), or fails busy.
+/// master; a run that disagrees with the permits out is refused), or fails busy.
 async fn take_permit(
     client: &LockClient,
     permits: u32,
@@ -177,7 +177,8 @@ async fn take_permit(
     let differs = |found: u32| {
         Failure::Usage(format!(
             "the semaphore {} has {found} permits, not {permits}: every run of it must give the \
-             same --permits (delete it with `redlock unlock --force --permits {}` to change it)",
+             same --permits (the count changes once no permit is out, or once \
+             `redlock unlock --force --permits {}` took them back)",
             args.name, args.name
         ))
     };

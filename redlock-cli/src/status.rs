@@ -61,12 +61,17 @@ pub(crate) async fn status(
         )
         .await?;
         if args.json {
+            // Unset: no count to show (the observer's own is not the semaphore's).
+            let (permits, available) = match status.set {
+                true => (status.permits, status.available()),
+                false => (0, 0),
+            };
             print_json(&PermitsJson {
                 name: &args.name,
                 set: status.set,
-                permits: status.permits,
+                permits,
                 acquired: status.acquired,
-                available: status.available(),
+                available,
             })?;
         } else if status.set {
             answer(format_args!(

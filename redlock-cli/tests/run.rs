@@ -953,6 +953,11 @@ mod permits {
         let deleted =
             finish(redlock(&nodes).args(["unlock", "--force", "--permits", "uploads", "--json"]));
         deleted.assert_code(0);
-        assert_eq!(permits_status(&nodes)["set"], serde_json::json!(false));
+        let status = permits_status(&nodes);
+        assert_eq!(
+            (&status["set"], &status["permits"]),
+            (&serde_json::json!(false), &serde_json::json!(0)),
+            "{status}"
+        );
     }
 }

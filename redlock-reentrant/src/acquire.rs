@@ -479,8 +479,10 @@ fn failure(
     // Only an owner that a majority names is waited for; anything less is a split vote or an
     // uncertain count, which a short jittered pause resolves. Permits are waited for once too
     // many masters have none free for a quorum to grant (with one permit, or one master: a
-    // majority).
+    // majority), and none granted: a grant somewhere may be a rival's attempt meeting this
+    // one, undone at once, which a short jittered pause resolves too.
     let waited_for = match &target.keys {
+        LockKeys::Permits(_) if granted > 0 => usize::MAX,
         LockKeys::Permits(_) => fan.nodes() + 1 - fan.quorum(),
         _ => fan.quorum(),
     };

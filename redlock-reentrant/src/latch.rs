@@ -43,7 +43,7 @@ pub const LATCH_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 ///   ([`InvalidArgument::UnsoundOnQuorum`]). [`LockClient::get_quorum_count_down_latch`] fixes
 ///   the count in the client and keeps each count-down as an id in a set on every master,
 ///   done once a majority has it; readers count the union of a majority's sets. It is armed
-///   from the start, a round per name. A Redis Cluster member is one master.
+///   from the start, one round per name. A Redis Cluster member is one master.
 ///
 /// [`try_set_count`]: RCountDownLatch::try_set_count
 /// [`count_down`]: RCountDownLatch::count_down

@@ -14,10 +14,10 @@
 -- release to announce it; until the count is set, the lease: setting it is announced),
 -- {3, count, ''} a second copy of this request (counted once); {4, count, ''} when more
 -- permits are asked for than the semaphore's count (set) is; and {5, count, ''} when the count
--- here is not the fixed one: the count set (by `set_permits`), or the fixed count of the
--- permits out, which a granted acquisition of a fixed count records in the permits hash
--- (FIXED_FIELD): it lives as long as they do, so a client that fixed another count and took
--- nothing leaves nothing behind.
+-- here is not the fixed one: the count set (by `set_permits`, on one master), or else the
+-- fixed count of the permits out, which a granted acquisition of a fixed count records in the
+-- permits hash (FIXED_FIELD) where no count is set: it lives as long as they do, so a client
+-- that fixed another count and took nothing leaves nothing behind.
 local wrong, count = not_semaphore(KEYS[1], KEYS[3])
 if wrong then
     return wrong
@@ -30,26 +30,30 @@ if held > 0 or expected > 0 then
     return {3, held, ''}
 end
 local is_set = redis.call('exists', KEYS[3]) == 1
+if not is_set and fixed == 0 then
+    return {0, lease, 'permits'}
+end
+-- Purged first: the record of a fixed count goes with the last of its permits.
+local out, earliest = permits_out(KEYS[1], now)
 if fixed > 0 then
+    -- On one master a count set is the count; otherwise the one the permits out were granted
+    -- under.
     local recorded = tonumber(redis.call('hget', KEYS[1], FIXED_FIELD) or fixed)
     if is_set and count ~= fixed then
         return {5, count, ''}
-    elseif recorded ~= fixed then
+    elseif not is_set and recorded ~= fixed then
         return {5, recorded, ''}
     end
     count = fixed
-elseif not is_set then
-    return {0, lease, 'permits'}
 end
 if weight > count then
     return {4, count, ''}
 end
-local out, earliest = permits_out(KEYS[1], now)
 if out + weight > count then
     return {0, math.max(1, earliest - now), 'permits'}
 end
 redis.call('hset', KEYS[1], KIND_FIELD, KIND, ARGV[1], reader_value(1, now + lease, weight))
-if fixed > 0 then
+if fixed > 0 and not is_set then
     redis.call('hset', KEYS[1], FIXED_FIELD, fixed)
 end
 keep_readers_until(KEYS[1], now, now + lease)

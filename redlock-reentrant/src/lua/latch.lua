@@ -44,16 +44,17 @@ local function left()
     return math.max(0, tonumber(latch[3]) - redis.call('scard', KEYS[2]))
 end
 -- Adds the id ARGV[2] (and ARGV[from..], when `from` is given) to the round's set, keeps both
--- keys `ttl` more, and announces the opening where this count-down opened it; the reply (done:
--- whether the set grew).
+-- keys `ttl` more, and announces the opening where this count-down opened it (once: where the
+-- set reaches the count); the reply (done: whether the set grew).
 local function count_down(ttl, from)
+    local before = redis.call('scard', KEYS[2])
     local added = redis.call('sadd', KEYS[2], ARGV[2])
     for i = from or (#ARGV + 1), #ARGV do
         added = added + redis.call('sadd', KEYS[2], ARGV[i])
     end
     added = math.min(added, 1)
     local remaining = left()
-    if remaining == 0 and added == 1 then
+    if remaining == 0 and before < tonumber(latch[3]) then
         announce(ARGV[4], ARGV[5])
     end
     if remaining == 0 and latch[2] ~= FIXED then

@@ -7,5 +7,7 @@ if wrong then
     return wrong
 end
 local out = permits_out(KEYS[1], now_ms())
-local fixed = tonumber(redis.call('hget', KEYS[1], FIXED_FIELD) or '0')
-return {redis.call('exists', KEYS[2]), count, out, fixed}
+local set = redis.call('exists', KEYS[2])
+-- A count set is the count: a fixed count's record beside it is not looked at.
+local fixed = set == 0 and tonumber(redis.call('hget', KEYS[1], FIXED_FIELD) or '0') or 0
+return {set, count, out, fixed}

@@ -30,19 +30,16 @@ async fn on_three_masters_it_opens_after_its_count_of_distinct_count_downs_and_n
     assert_eq!(a.fixed_count(), Some(3));
     assert_eq!(a.count().await.expect("count"), 3, "armed from the start");
     assert!(!a.wait(Duration::ZERO).await.expect("wait"));
-    // A bound, never measured: it spans two process starts and stopped masters' timeouts.
+    // A bound, never measured: it spans two process starts and a stopped master's timeouts.
     let waiter = tokio::spawn({
         let b = b.clone();
         async move { b.wait(PATIENCE * 4).await }
     });
 
-    // Master 0 misses the first count-downs: done on the other two, a majority.
-    cluster.stop(0);
     a.count_down_as("shard-1").await.expect("count down");
     b.count_down_as("shard-1").await.expect("the same id again");
     a.count_down_as("shard-1").await.expect("and again");
     assert_eq!(b.count().await.expect("count"), 2, "one id, counted once");
-    cluster.resume(0);
     // A count-down caller process killed after it counted down, started again: once.
     for _ in 0..2 {
         let shard = HolderProcess::spawn(
@@ -57,7 +54,8 @@ async fn on_three_masters_it_opens_after_its_count_of_distinct_count_downs_and_n
     assert!(!waiter.is_finished(), "two of three: not open");
 
     // Master 0 misses shard-1 (as a master cut off when it was counted down would), and
-    // master 1 stops: the majority read (0 and 2) still counts it, from master 2.
+    // master 1 stops: the majority read (0 and 2) still counts it, from master 2. The last
+    // count-down, with master 1 stopped, is done on the other two.
     let done_key = format!("{}:latch-done", alice.redlock().config().key_for(name));
     let ids_on = |node: usize| -> Vec<String> {
         let mut ids: Vec<String> = redis::cmd("SMEMBERS")
@@ -93,11 +91,16 @@ async fn on_three_masters_it_opens_after_its_count_of_distinct_count_downs_and_n
     assert_eq!(a.count().await.expect("count"), 0, "open stays open");
     cluster.resume(1);
 
-    // Deleted on every master: armed afresh, every key gone.
+    // Deleted on every master (clean-up after its one round): every key gone.
     assert!(a.delete().await.expect("delete"));
     assert_eq!(b.count().await.expect("count"), 3);
     let key = alice.redlock().config().key_for(name);
-    assert_eq!(cluster.count_keys(&format!("{key}:latch*")), 0);
+    // (Master 1, which stopped answering lately, is sent the deletion without being awaited.)
+    let pattern = format!("{key}:latch*");
+    assert!(
+        redlock_testkit::eventually_async(PATIENCE, || cluster.count_keys(&pattern) == 0).await,
+        "the latch's keys deleted on every master"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

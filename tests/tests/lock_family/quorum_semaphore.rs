@@ -216,7 +216,7 @@ async fn a_fixed_count_is_every_clients_and_never_changed() {
     fixed_error(two.try_set_permits(1).await.map(|_| ()));
     assert_eq!(cluster.count_keys("*"), 0, "nothing was sent");
 
-    // The first acquisition sets the count on each master; another client that fixed another
+    // Each master records the count beside the permits; another client that fixed another
     // count is refused, and takes nothing.
     let held = two.acquire(2).await.expect("both");
     let three = fixed(&bob, "pool", 3);
@@ -293,4 +293,77 @@ async fn on_one_master_a_fixed_count_meets_the_count_set_there() {
     assert_eq!(set.acquired_permits().await.expect("status"), 5);
     permit.release().await.expect("release");
     assert!(set.delete().await.expect("delete"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_with_another_count_refuses_even_beside_enough_grants() {
+    // One permit on three masters: two grants would do, but the third has another count's
+    // permit out (recorded beside it).
+    let cluster = RedisCluster::start(3);
+    let alice = client(&cluster, WATCHDOG).await;
+    let one = fixed(&alice, "jobs", 1);
+    let holders = holders_key(&alice, "jobs");
+    let (seconds, _): (u64, u64) = redis::cmd("TIME")
+        .query(&mut cluster.node(0).connection())
+        .expect("TIME");
+    let deadline = (seconds + 600) * 1000;
+    let _: () = redis::cmd("HSET")
+        .arg(&holders)
+        .arg("~")
+        .arg("permits")
+        .arg("~count")
+        .arg(2)
+        .arg("other:1")
+        .arg(format!("1 {deadline} 1"))
+        .query(&mut cluster.node(0).connection())
+        .expect("HSET");
+    let _: () = redis::cmd("PEXPIREAT")
+        .arg(&holders)
+        .arg(deadline)
+        .query(&mut cluster.node(0).connection())
+        .expect("PEXPIREAT");
+    let refused = one.try_acquire(1, Duration::ZERO, None).await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::InvalidArgument(
+                InvalidArgument::PermitCountDiffers {
+                    fixed: 1,
+                    found: 2,
+                    ..
+                }
+            ))
+        ),
+        "{refused:?}"
+    );
+    // What the other two granted was undone (before the answer: the undo is awaited there).
+    for node in [1, 2] {
+        assert_eq!(permits_on(&cluster, node, &holders), 0, "master {node}");
+    }
+    assert_eq!(
+        permits_on(&cluster, 0, &holders),
+        1,
+        "the other count's, untouched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_no_permit_is_out_another_count_may_be_fixed() {
+    let cluster = RedisCluster::start(3);
+    let alice = client(&cluster, WATCHDOG).await;
+    let two = fixed(&alice, "batch", 2);
+    two.acquire(2)
+        .await
+        .expect("both")
+        .release()
+        .await
+        .expect("release");
+    let three = fixed(&alice, "batch", 3);
+    let permit = three
+        .try_acquire(3, Duration::ZERO, None)
+        .await
+        .expect("the record of two went with its permits")
+        .expect("three free");
+    permit.release().await.expect("release");
+    released_everywhere(&cluster, &holders_key(&alice, "batch"), WATCHDOG / 3).await;
 }

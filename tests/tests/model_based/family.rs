@@ -731,7 +731,7 @@ impl Family {
         // Every key of the family's (the node's fencing counter is the client's, and stays).
         // (A deletion that a master answered late lands there in the background.)
         let pattern = format!("{}*", self.clients[0].redlock().config().key_for(NAME));
-        eventually(STEP_LIMIT, || server.count_keys(&pattern) == 0);
+        eventually(NODE_TIMEOUT + MARGIN, || server.count_keys(&pattern) == 0);
         let left = server.count_keys(&pattern);
         if left != 0 {
             let keys: Vec<Vec<String>> = (0..server.len())
