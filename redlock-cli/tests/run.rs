@@ -869,6 +869,24 @@ mod permits {
         )
     }
 
+    /// Two runs of `--permits 2` holding both permits (their jobs wait for `go`): a third is
+    /// busy and runs nothing, and the status says two of two are out.
+    fn two_of_two_out(nodes: &[String], scratch: &Scratch) -> (Running, Running) {
+        let first = start(nodes, "2", scratch, "first");
+        let second = start(nodes, "2", scratch, "second");
+        scratch.await_file("first");
+        scratch.await_file("second");
+        try_run(nodes, "2", scratch, "third").assert_code(BUSY);
+        assert_eq!(scratch.read("third"), "", "two of two permits out");
+        let status = permits_status(nodes);
+        assert_eq!(
+            (&status["permits"], &status["acquired"]),
+            (&serde_json::json!(2), &serde_json::json!(2)),
+            "{status}"
+        );
+        (first, second)
+    }
+
     fn permits_status(nodes: &[String]) -> serde_json::Value {
         let done = finish(redlock(nodes).args(["status", "--permits", "uploads", "--json"]));
         done.assert_code(0);
@@ -879,18 +897,7 @@ mod permits {
     fn at_most_n_runs_at_once_and_a_killed_runs_permit_comes_back() {
         let (_cluster, nodes) = masters(1);
         let scratch = Scratch::new();
-        let first = start(&nodes, "2", &scratch, "first");
-        let second = start(&nodes, "2", &scratch, "second");
-        scratch.await_file("first");
-        scratch.await_file("second");
-        try_run(&nodes, "2", &scratch, "third").assert_code(BUSY);
-        assert_eq!(scratch.read("third"), "", "two of two permits out");
-        let status = permits_status(&nodes);
-        assert_eq!(
-            (&status["permits"], &status["acquired"]),
-            (&serde_json::json!(2), &serde_json::json!(2)),
-            "{status}"
-        );
+        let (first, second) = two_of_two_out(&nodes, &scratch);
         // A run that disagrees on the count is refused, not let in.
         let disagrees = try_run(&nodes, "3", &scratch, "disagrees");
         disagrees.assert_code(USAGE);
@@ -932,18 +939,7 @@ mod permits {
         // 2 permits on 3 masters: each granted by all three (a majority is not sound).
         let (_cluster, nodes) = masters(3);
         let scratch = Scratch::new();
-        let first = start(&nodes, "2", &scratch, "first");
-        let second = start(&nodes, "2", &scratch, "second");
-        scratch.await_file("first");
-        scratch.await_file("second");
-        try_run(&nodes, "2", &scratch, "third").assert_code(BUSY);
-        assert_eq!(scratch.read("third"), "", "two of two permits out");
-        let status = permits_status(&nodes);
-        assert_eq!(
-            (&status["permits"], &status["acquired"]),
-            (&serde_json::json!(2), &serde_json::json!(2)),
-            "{status}"
-        );
+        let (first, second) = two_of_two_out(&nodes, &scratch);
         try_run(&nodes, "3", &scratch, "disagrees").assert_code(USAGE);
         scratch.touch("go");
         first.wait().assert_code(0);

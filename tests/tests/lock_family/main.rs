@@ -38,3 +38,18 @@ async fn refused_on_three_masters<T: std::fmt::Debug>(
     );
     assert_eq!(cluster.count_keys("*"), 0, "nothing was sent");
 }
+
+/// `answer` is [`InvalidArgument::TooManyPermits`] for `asked` of a semaphore of `count`.
+fn assert_too_many_permits<T: std::fmt::Debug>(answer: &Result<T, Error>, asked: u32, count: u32) {
+    assert!(
+        matches!(
+            answer,
+            Err(Error::InvalidArgument(InvalidArgument::TooManyPermits {
+                asked: a,
+                count: c,
+                ..
+            })) if *a == asked && *c == count
+        ),
+        "{answer:?}"
+    );
+}
