@@ -17,6 +17,10 @@ pub(crate) const FULL_SCAN_EVERY: u64 = 50;
 
 /// How long one sample may take.
 const PATIENCE: Duration = Duration::from_secs(5);
+/// Full scans count keys from this long into the hold: an acquisition is decided at the first
+/// majority, and its grants on the other masters may still be on their way when the hold
+/// starts (on a busy machine, for a while).
+const SETTLE: Duration = Duration::from_millis(500);
 
 /// The lowest PTTL of the keys given (-2 for a key that is gone).
 const LOWEST_OF: &str = r"
@@ -45,7 +49,7 @@ pub(crate) struct Seen {
     pub(crate) lowest: i64,
     /// When the lowest PTTL was seen, from the start.
     pub(crate) lowest_at: Duration,
-    /// The fewest lock keys a full scan found on a node.
+    /// The fewest lock keys a full scan found on a node, from [`SETTLE`] into the hold.
     pub(crate) fewest: i64,
     /// The sampler thread's own CPU time.
     pub(crate) cpu: Duration,
@@ -134,7 +138,9 @@ async fn run(
                 .await
                 .map_err(|e| format!("scan of node {node}: {e}"))?;
             seen.note(lowest, started.elapsed());
-            seen.fewest = seen.fewest.min(count);
+            if started.elapsed() >= SETTLE {
+                seen.fewest = seen.fewest.min(count);
+            }
         }
         ticks += 1;
     }
