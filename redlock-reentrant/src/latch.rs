@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::lock_kind::{FanOut, ScriptCall};
+use redlock_core::lock_kind::ScriptCall;
 use redlock_core::quorum::lease_millis;
 use redlock_core::InvalidArgument;
 use tokio::time::Instant;
@@ -438,12 +438,8 @@ impl RCountDownLatch {
 
     /// Runs `call` as [`RCountDownLatch::run_fixed`] does.
     async fn run_fixed_call(&self, call: ScriptCall) -> Result<Vec<LatchReply>, Error> {
-        let fan: FanOut<LatchReply> =
-            crate::one_master::run_everywhere(&self.client.inner, &self.latch, call).await?;
-        if fan.answered() < fan.quorum() {
-            return Err(Error::no_quorum(&self.name, fan.answered(), fan));
-        }
-        Ok(fan.values().cloned().collect())
+        crate::one_master::run_on_a_majority(&self.client.inner, &self.name, &self.latch, call)
+            .await
     }
 
     /// The call of `op` of `lua/latch.lua` with its arguments.

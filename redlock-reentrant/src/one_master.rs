@@ -44,12 +44,23 @@ pub(crate) async fn run_once<T: FromRedisValue + Clone>(
     key: &str,
     call: ScriptCall,
 ) -> Result<T, Error> {
+    let answers = run_on_a_majority(inner, name, key, call).await?;
+    Ok(answers.into_iter().next().expect("a majority answered"))
+}
+
+/// Runs `call` on every master, once: the answers, once a majority gave one, or
+/// [`Error::NoQuorum`] (`name` and `key` name the primitive in errors).
+pub(crate) async fn run_on_a_majority<T: FromRedisValue + Clone>(
+    inner: &Inner,
+    name: &str,
+    key: &str,
+    call: ScriptCall,
+) -> Result<Vec<T>, Error> {
     let fan: FanOut<T> = run_everywhere(inner, key, call).await?;
-    let value = fan.values().next().cloned();
-    match value {
-        Some(value) if fan.answered() >= fan.quorum() => Ok(value),
-        _ => Err(Error::no_quorum(name, fan.answered(), fan)),
+    if fan.answered() < fan.quorum() {
+        return Err(Error::no_quorum(name, fan.answered(), fan));
     }
+    Ok(fan.values().cloned().collect())
 }
 
 /// Runs `call` on every master, once, and waits for every answer (or its node's timeout);

@@ -515,15 +515,12 @@ impl RPermitExpirableSemaphore {
             .call()
             .key(&*self.holders)
             .key(&*self.count_key);
-        let fan: FanOut<PermitsStatus> = self.run_everywhere(call).await?;
-        if fan.answered() < fan.quorum() {
-            return Err(Error::no_quorum(&self.name, fan.answered(), fan));
-        }
-        let most = |of: fn(&PermitsStatus) -> u32| fan.values().map(of).max().unwrap_or(0);
+        let answers: Vec<PermitsStatus> = self.run_on_a_majority(call).await?;
+        let most = |of: fn(&PermitsStatus) -> u32| answers.iter().map(of).max().unwrap_or(0);
         // A count set on a master, or the fixed one its permits out were granted under; with
         // neither, a fixed count is this client's.
         let seen = most(|status| status.count.max(status.fixed));
-        let set = fan.values().any(|status| status.set || status.fixed > 0);
+        let set = answers.iter().any(|status| status.set || status.fixed > 0);
         let status = SemaphoreStatus {
             set,
             permits: match self.fixed {
@@ -704,11 +701,8 @@ impl RPermitExpirableSemaphore {
             .arg(value)
             .arg(&*self.channel)
             .arg(self.client.inner.new_request_arg());
-        let fan: FanOut<PermitsChanged> = self.run_everywhere(call).await?;
-        if fan.answered() < fan.quorum() {
-            return Err(Error::no_quorum(&self.name, fan.answered(), fan));
-        }
-        let mut changed = fan.values().cloned();
+        let answers: Vec<PermitsChanged> = self.run_on_a_majority(call).await?;
+        let mut changed = answers.into_iter();
         let first = changed.next().expect("a majority answered");
         Ok(changed.fold(first, |all, one| PermitsChanged {
             done: all.done || one.done,
@@ -739,6 +733,14 @@ impl RPermitExpirableSemaphore {
         call: ScriptCall,
     ) -> Result<FanOut<T>, Error> {
         crate::one_master::run_everywhere(&self.client.inner, &self.key, call).await
+    }
+
+    /// Runs `call` on every master of the semaphore, once: the answers of a majority at least.
+    async fn run_on_a_majority<T: FromRedisValue + Clone>(
+        &self,
+        call: ScriptCall,
+    ) -> Result<Vec<T>, Error> {
+        crate::one_master::run_on_a_majority(&self.client.inner, &self.name, &self.key, call).await
     }
 }
 
